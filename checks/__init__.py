@@ -1,0 +1,1 @@
+"""The checks, one module per check id; installed as `preflight.checks` (see preflight.checkapi)."""

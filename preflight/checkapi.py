@@ -1,0 +1,117 @@
+"""What a check module may use, and the contract it must follow.
+
+A check is one module in `checks/` (packaged as `preflight.checks`); the file name is its id with
+the first dot as an underscore (`npu_health.py` is `npu.health`). Its docstring is the user
+documentation `preflight explain` prints. The runner discovers it; there is no list to edit.
+
+Node scope (runs per node)::
+
+    ID = "hccn.link"; SCOPE = "node"
+    DEFAULTS = {...}                       # parameters; the inventory's `checks:` overrides them
+    REQUIRES = ("npu.health",)             # optional: skip on a node where one of these did not pass
+    def probes(node, params) -> {name: cmd | Probe}                    # round 1
+    def followup(outputs, node, params) -> {name: cmd | Probe}         # optional round 2, sees round 1
+    def parse(outputs) -> Facts            # pure; raise ParseError quoting the line it could not read
+    def evaluate(facts, params, node) -> [Finding]                     # pure judgement
+
+Cluster scope (runs once, over every reachable node)::
+
+    ID = "net.ping_mesh"; SCOPE = "cluster"
+    USES = ("env.comm",)                   # node checks whose facts it reads (their probes run too)
+    def probes / followup / parse          # optional: per-node facts of its own, as above
+    def plan(ctx) -> {node: {name: cmd | Probe}}                       # optional: targeted probes
+    def evaluate(ctx) -> [Finding]         # summary Finding has node=None; blamed nodes named
+
+Probe commands are shell text run by `sh -c` on the node under a remote `timeout`; every value that
+came from the inventory or a node goes in through `q()` (shlex.quote). Identical commands from
+several checks run once. Outputs arrive as `CommandOutput` (rc is data, never an exception).
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .model import CommandOutput, Metric, Status
+
+__all__ = [
+    "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Status",
+    "q", "require_ok", "first_line", "passed", "skipped",
+]
+
+
+def q(value: Any) -> str:
+    """Quote one inventory- or node-derived value for the remote shell."""
+    return shlex.quote(str(value))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A command with its own timeout (seconds); a plain string uses the node's probe_timeout."""
+
+    cmd: str
+    timeout: float | None = None
+
+
+class ParseError(ValueError):
+    """Output a parser could not read. The runner turns it into an `error` result quoting `text`."""
+
+    def __init__(self, message: str, text: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.text = text[:2000]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judgement. The runner adds check id, duration, and the node for node-scope checks."""
+
+    status: Status
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    remediation: str | None = None
+    node: str | None = None  # cluster checks: the blamed node; None for the summary row
+
+    def __post_init__(self) -> None:
+        if self.status in (Status.FAIL, Status.WARN) and not self.remediation:
+            raise ValueError(f"a {self.status.value} finding needs a remediation: {self.summary}")
+
+
+def passed(summary: str, **details: Any) -> Finding:
+    return Finding(Status.PASS, summary, details)
+
+
+def skipped(summary: str, **details: Any) -> Finding:
+    return Finding(Status.SKIP, summary, details)
+
+
+@dataclass
+class ClusterContext:
+    """Everything a cluster check sees. `facts[node][check_id]` holds parsed node facts (its own
+    under its own id, plus those of its USES); nodes whose parse failed are absent there.
+    `planned[node][name]` holds the outputs of the probes `plan()` asked for."""
+
+    nodes: Mapping[str, Any]  # name -> inventory Node, reachable nodes only
+    facts: Mapping[str, Mapping[str, Any]]
+    params: Mapping[str, Any]
+    planned: Mapping[str, Mapping[str, CommandOutput]] = field(default_factory=dict)
+    job: Mapping[str, Any] | None = None
+    unreachable: tuple[str, ...] = ()
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return ""
+
+
+def require_ok(out: CommandOutput | None, what: str) -> CommandOutput:
+    """Raise ParseError with the quoted output when a probe did not run cleanly."""
+    if out is None:
+        raise ParseError(f"{what}: no output (probe not run)")
+    if out.timed_out:
+        raise ParseError(f"{what}: timed out after {out.duration_s:.0f}s", out.stderr or out.stdout)
+    if out.error:
+        raise ParseError(f"{what}: {out.error}", out.stderr or out.stdout)
+    return out

@@ -1,0 +1,143 @@
+"""The result model: plain frozen data that every other module passes around.
+
+Checks produce `Result`s, the transport produces `CommandOutput`s, the runner assembles a `Report`.
+Reporters only read a finished `Report`; the exit code is decided here, once.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+
+    @property
+    def number(self) -> int:
+        """The numeric form SPEC fixes for formats that need numbers (Prometheus, Nagios)."""
+        return STATUS_NUMBERS[self]
+
+
+STATUS_NUMBERS = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3, Status.SKIP: -1}
+# Worst-first order used for summaries of cluster checks and for sorting the checklist.
+SEVERITY = {Status.FAIL: 4, Status.ERROR: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0}
+
+
+def worst(statuses) -> Status:
+    """The most severe status of an iterable (PASS when empty)."""
+    statuses = list(statuses)
+    return max(statuses, key=SEVERITY.__getitem__) if statuses else Status.PASS
+
+
+class NodeStateKind(str, enum.Enum):
+    OK = "ok"
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth_failed"
+    HOSTKEY_REJECTED = "hostkey_rejected"
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """What one probe returned. A non-zero rc is data, never an exception.
+
+    `rc` is None when no exit status came back (connection lost, killed by the run deadline);
+    `timed_out` means the remote `timeout` ended it (rc 124/137); `error` says why in words.
+    """
+
+    stdout: str = ""
+    stderr: str = ""
+    rc: int | None = 0
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.timed_out and self.error is None
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    unit: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "labels": dict(self.labels)}
+
+
+@dataclass(frozen=True)
+class Result:
+    check: str
+    node: str | None
+    status: Status
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    remediation: str | None = None
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "node": self.node,
+            "status": self.status.value,
+            "summary": self.summary,
+            "details": self.details,
+            "remediation": self.remediation,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    host: str
+    state: NodeStateKind = NodeStateKind.OK
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "host": self.host, "state": self.state.value, "error": self.error}
+
+
+@dataclass(frozen=True)
+class Report:
+    started_at: str
+    finished_at: str
+    inventory_path: str
+    inventory_sha256: str
+    nodes: tuple[NodeState, ...]
+    results: tuple[Result, ...]
+    cluster: str | None = None
+    tool_version: str = ""
+    strict: bool = False
+    interrupted: bool = False
+
+    def counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.ERROR)}
+        for r in self.results:
+            counts[r.status.value] += 1
+        return counts
+
+    @property
+    def exit_code(self) -> int:
+        """SPEC exit codes for a run that happened: 130, then 1, then 3, else 0."""
+        if self.interrupted:
+            return 130
+        statuses = {r.status for r in self.results}
+        if Status.FAIL in statuses or (self.strict and Status.WARN in statuses):
+            return 1
+        if Status.ERROR in statuses or any(n.state is not NodeStateKind.OK for n in self.nodes):
+            return 3
+        return 0
+
+    @property
+    def verdict(self) -> str:
+        return {0: "ready", 1: "not_ready"}.get(self.exit_code, "incomplete")

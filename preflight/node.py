@@ -1,0 +1,49 @@
+"""One inventory node after defaults, ranges and overrides are applied: what checks and transports see."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    host: str
+    port: int = 22
+    user: str | None = None  # None: ~/.ssh/config, then the current user
+    identity_file: str | None = None
+    known_hosts: str | None = None  # None: ~/.ssh/known_hosts (and /etc/ssh/ssh_known_hosts)
+    host_key_policy: str = "strict"  # strict | accept-new | off
+    connect_timeout: float = 10.0
+    banner_timeout: float = 10.0
+    auth_timeout: float = 10.0
+    probe_timeout: float = 60.0
+    proxy_jump: str | None = None
+    backend: str = "auto"  # ascend | nvidia | auto
+    devices: int = 8  # logical devices (chips) expected; 16 on an A3 node
+    ascend_home: str = "/usr/local/Ascend"
+    env: dict[str, str] = field(default_factory=dict)
+    env_files: tuple[str, ...] = ()
+    paths: dict[str, Any] = field(default_factory=dict)  # data: [..], checkpoint: str
+    python: str = "python3"
+    launch_shell: str = "exec"  # exec | login
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-check parameters
+    source_line: int | None = None  # inventory line of the entry, for messages
+
+    @property
+    def hccn_tool(self) -> str:
+        return f"{self.ascend_home.rstrip('/')}/driver/tools/hccn_tool"
+
+    @property
+    def data_paths(self) -> list[str]:
+        data = self.paths.get("data") or []
+        return [data] if isinstance(data, str) else list(data)
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        return self.paths.get("checkpoint")
+
+    def check_params(self, check_id: str, defaults: dict[str, Any]) -> dict[str, Any]:
+        merged = dict(defaults)
+        merged.update(self.params.get(check_id, {}))
+        return merged
