@@ -1,0 +1,1 @@
+"""Network helpers shared by checks: interface selection, `ip`/`ss`/ping parsers, blame rules."""
