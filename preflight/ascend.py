@@ -1,0 +1,124 @@
+"""Probe commands on Ascend nodes that several checks share, built in one place so that they are
+byte-identical (the runner runs an identical command once per node) and the device ids they use
+mean the same thing everywhere.
+
+Device ids: `hccn_tool -i` takes the logical device id SPEC.md defines: the Phy-ID column of
+`npu-smi info` on A3, the Device column on 310P, the Chip Logic ID of `npu-smi info -m` elsewhere
+(on A2/A1 hosts that equals the NPU id of the table, which is what `logical_devices` uses unless
+it is handed the `-m` output). When npu-smi gave nothing readable: range(node.devices).
+
+Per-device loops: `hccn_loop(node, devices, args)` is ONE probe that runs `hccn_tool -i N <args>`
+for every device, so 8 devices x 6 queries are 6 probes in one batch, not 48 round trips. Its
+output shape, parsed back by `split_loop`::
+
+    @@dev 0                 <- before each device
+    <stdout and stderr of hccn_tool -i 0 ..., merged (2>&1), as printed>
+    @@rc 0                  <- that device's exit code
+    @@dev 1
+    ...
+
+When the hccn_tool binary is not executable, the probe prints `@@missing <path>` and exits 127
+before running anything (a missing tool is a clear fail naming the path, not a parse error).
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from .checkapi import CommandOutput, ParseError, q
+from .node import Node
+from .parsers import npu_smi
+
+NPU_SMI_INFO = "npu-smi info"
+NPU_SMI_MAP = "npu-smi info -m"
+NPU_SMI_PATH_HINT = "npu-smi on the login PATH (normally /usr/local/bin/npu-smi, from the driver package)"
+HCCN_CONF = "/etc/hccn.conf"
+# `cat` of hccn.conf that tells "absent" (a normal case) from "unreadable" (a finding).
+HCCN_CONF_CAT = (f"if [ -e {HCCN_CONF} ]; then cat {HCCN_CONF}; "
+                 f"else echo '@@absent {HCCN_CONF}'; fi")
+DEV_MARK, RC_MARK, MISSING_MARK = "@@dev", "@@rc", "@@missing"
+
+
+def npu_smi_health(npu: int, chip: int) -> str:
+    """`npu-smi info -t health -i N -c M` for one chip (ids from the table, so ints)."""
+    return f"npu-smi info -t health -i {int(npu)} -c {int(chip)}"
+
+
+def npu_smi_board(npu: int, chip: int | None = None) -> str:
+    chip_arg = f" -c {int(chip)}" if chip is not None else ""
+    return f"npu-smi info -t board -i {int(npu)}{chip_arg}"
+
+
+def hccn(node: Node, dev: int, args: str) -> str:
+    """One `hccn_tool -i <dev> <args>` call; `args` is literal text chosen by the check."""
+    return f"{q(node.hccn_tool)} -i {int(dev)} {args}"
+
+
+def hccn_loop(node: Node, devices: Iterable[int], args: str) -> str:
+    """One probe running `hccn_tool -i N <args>` for every device (shape in the module docstring)."""
+    tool = q(node.hccn_tool)
+    ids = " ".join(str(int(d)) for d in devices)
+    return (f"[ -x {tool} ] || {{ echo {q(MISSING_MARK + ' ' + node.hccn_tool)}; exit 127; }}; "
+            f"for i in {ids}; do echo '{DEV_MARK} '$i; LC_ALL=C {tool} -i $i {args} 2>&1; "
+            f"echo '{RC_MARK} '$?; done")
+
+
+def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
+    """`hccn_loop` output -> {device: CommandOutput(stdout=its text, rc=its exit code)}.
+
+    Raises ParseError when the framing is broken (a device without its `@@rc` line: the loop was
+    cut short)."""
+    per_dev: dict[int, CommandOutput] = {}
+    dev: int | None = None
+    body: list[str] = []
+    for line in out.stdout.splitlines():
+        if line.startswith(DEV_MARK + " "):
+            dev, body = int(line.split()[1]), []
+        elif line.startswith(RC_MARK + " ") and dev is not None:
+            per_dev[dev] = CommandOutput(stdout="\n".join(body) + ("\n" if body else ""),
+                                         rc=int(line.split()[1]))
+            dev = None
+        elif dev is not None:
+            body.append(line)
+    if dev is not None:
+        raise ParseError(f"hccn_tool loop: device {dev} has no exit code (output cut short)",
+                         "\n".join(body))
+    return per_dev
+
+
+def hccn_missing(out: CommandOutput | None) -> str | None:
+    """The hccn_tool path looked at, when the loop found no executable there."""
+    if out is None:
+        return None
+    m = re.search(re.escape(MISSING_MARK) + r" (.+)", out.stdout)
+    return m.group(1).strip() if m else None
+
+
+def table_or_none(npu_smi_text: str | None) -> npu_smi.InfoTable | None:
+    """The `npu-smi info` table, or None when the text is not a readable table."""
+    if not npu_smi_text:
+        return None
+    try:
+        return npu_smi.parse_info(npu_smi_text)
+    except ParseError:
+        return None
+
+
+def logical_devices(npu_smi_text: str | None, node: Node, mapping_text: str | None = None) -> list[int]:
+    """The hccn_tool device ids of a node, in table order (see module docstring)."""
+    table = table_or_none(npu_smi_text)
+    if table is not None and table.chips:
+        if table.layout == "chip" and mapping_text:
+            try:
+                logic = {(r.npu, r.chip): r.logic_id for r in npu_smi.parse_mapping(mapping_text)}
+                return [logic.get((c.npu, c.chip), c.npu) for c in table.chips]
+            except ParseError:
+                pass
+        return [c.logical_id for c in table.chips]
+    return list(range(node.devices))
+
+
+def is_inference(npu_smi_text: str | None) -> bool:
+    """310/310P inference cards: no RoCE ports, so hccn.* do not apply."""
+    table = table_or_none(npu_smi_text)
+    return bool(table and table.inference)
