@@ -1,0 +1,422 @@
+"""Inventory YAML -> validated `Node`s, with file:line in every error (SPEC.md "Inventory").
+
+Two shapes are read: preflight's own (cluster/defaults/checks/nodes/job) and Ansible's YAML
+inventory (all/children/hosts/vars). YAML 1.1 silently turns `22:22` into 1342, `8.10` into 8.1
+and `no` into False; such plain scalars are refused with a request to quote them.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import yaml
+
+from . import nodeset
+from .node import Node
+
+
+class InventoryError(ValueError):
+    """One line for the user: file, line, key, what is wrong and how to fix it."""
+
+
+# key -> (accepted types, Node field it fills). Mappings merge key by key; scalars/lists replace.
+NODE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "host": ((str,), "host"),
+    "port": ((int,), "port"),
+    "user": ((str,), "user"),
+    "identity_file": ((str,), "identity_file"),
+    "known_hosts": ((str,), "known_hosts"),
+    "host_key_policy": ((str,), "host_key_policy"),
+    "connect_timeout": ((int, float), "connect_timeout"),
+    "banner_timeout": ((int, float), "banner_timeout"),
+    "auth_timeout": ((int, float), "auth_timeout"),
+    "probe_timeout": ((int, float), "probe_timeout"),
+    "proxy_jump": ((str,), "proxy_jump"),
+    "backend": ((str,), "backend"),
+    "devices": ((int,), "devices"),
+    "ascend_home": ((str,), "ascend_home"),
+    "env": ((dict,), "env"),
+    "env_files": ((list,), "env_files"),
+    "paths": ((dict,), "paths"),
+    "python": ((str,), "python"),
+    "launch_shell": ((str,), "launch_shell"),
+    "checks": ((dict,), "params"),
+}
+CHOICES = {
+    "host_key_policy": ("strict", "accept-new", "off"),
+    "backend": ("ascend", "nvidia", "auto"),
+    "launch_shell": ("exec", "login"),
+}
+TOP_KEYS = {"cluster", "defaults", "checks", "nodes", "job"}
+PATH_KEYS = {"data", "checkpoint"}
+JOB_KEYS = {"nnodes", "nproc_per_node", "tp", "pp", "cp", "ep", "etp", "num_layers",
+            "num_attention_heads", "num_experts", "micro_batch", "global_batch"}
+ANSIBLE_VARS = {"ansible_host": "host", "ansible_port": "port", "ansible_user": "user",
+                "ansible_ssh_private_key_file": "identity_file", "ansible_ssh_host": "host",
+                "ansible_ssh_port": "port", "ansible_ssh_user": "user"}
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
+HOST_RE = re.compile(r"^[A-Za-z0-9._:%\-]+$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: str
+    sha256: str
+    nodes: tuple[Node, ...]
+    cluster: str | None = None
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    job: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------- YAML with line numbers
+
+class _Map(dict):
+    """A dict that remembers the line of each key (1-based) and of itself."""
+
+    line: int = 0
+    lines: dict[str, int]
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_TRAPS = (
+    ("tag:yaml.org,2002:bool", lambda v: v.lower() not in ("true", "false"),
+     "YAML 1.1 reads {v!r} as a boolean"),
+    ("tag:yaml.org,2002:int", lambda v: ":" in v, "YAML 1.1 reads {v!r} as a base-60 number"),
+    ("tag:yaml.org,2002:int", lambda v: re.fullmatch(r"[-+]?0[0-7_]+", v) is not None,
+     "YAML 1.1 reads {v!r} as an octal number"),
+    ("tag:yaml.org,2002:float", lambda v: ":" in v or re.fullmatch(r"[-+]?\d+\.\d*[1-9]\d*0", v) is not None,
+     "YAML 1.1 reads {v!r} as the number {n}"),
+)
+
+
+class _Trap(yaml.MarkedYAMLError):
+    pass
+
+
+def _check_trap(node: yaml.ScalarNode, key: str = "") -> None:
+    if node.style is not None:  # quoted: the user said what they meant
+        return
+    for tag, hit, msg in _TRAPS:
+        if node.tag == tag and hit(node.value):
+            n = yaml.safe_load(node.value)
+            prefix = f"{key}: " if key else ""
+            raise _Trap(None, None, prefix + msg.format(v=node.value, n=n) + f"; quote it: \"{node.value}\"",
+                        node.start_mark)
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
+    loader.flatten_mapping(node)
+    out = _Map()
+    out.line = node.start_mark.line + 1
+    out.lines = {}
+    for key_node, value_node in node.value:
+        if isinstance(value_node, yaml.ScalarNode):
+            _check_trap(value_node, str(key_node.value))
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) or key is None:
+            raise _Trap(None, None, f"unsupported mapping key {key!r}", key_node.start_mark)
+        key = str(key)
+        if key in out:
+            raise _Trap(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.lines[key] = key_node.start_mark.line + 1
+    return out
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> list:
+    for item in node.value:
+        if isinstance(item, yaml.ScalarNode):
+            _check_trap(item)
+    return [loader.construct_object(item, deep=True) for item in node.value]
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def _load_yaml(path: Path, text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise InventoryError(f"{where}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise InventoryError(f"{path}: invalid YAML: {exc}") from None
+
+
+# ---------------------------------------------------------------- validation
+
+class _Ctx:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, mapping: Any, key: str | None, message: str) -> InventoryError:
+        line = None
+        if isinstance(mapping, _Map):
+            line = mapping.lines.get(key, mapping.line) if key else mapping.line
+        where = f"{self.path}:{line}" if line else str(self.path)
+        return InventoryError(f"{where}: {key + ': ' if key else ''}{message}")
+
+
+def _check_settings(ctx: _Ctx, m: _Map, where: str, allowed: set[str] | None = None) -> dict[str, Any]:
+    """Validate node-level keys of one mapping (defaults, a node entry, Ansible vars)."""
+    out: dict[str, Any] = {}
+    for key, value in m.items():
+        if allowed is not None and key in allowed:
+            continue
+        if key not in NODE_KEYS:
+            close = _closest(key, list(NODE_KEYS) + sorted(allowed or ()))
+            hint = f" (did you mean {close!r}?)" if close else f" (known keys: {', '.join(sorted(NODE_KEYS))})"
+            raise ctx.fail(m, key, f"unknown key in {where}{hint}")
+        types, _ = NODE_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise ctx.fail(m, key, f"expected {' or '.join(t.__name__ for t in types)}, got "
+                                   f"{type(value).__name__} {value!r}")
+        if key in CHOICES and value not in CHOICES[key]:
+            raise ctx.fail(m, key, f"{value!r} is not one of {', '.join(CHOICES[key])}")
+        out[key] = _check_value(ctx, m, key, value)
+    return out
+
+
+def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
+    if key == "env":
+        for k, v in value.items():
+            if not ENV_NAME_RE.match(k):
+                raise ctx.fail(value, k, "not a valid environment variable name")
+            if isinstance(v, (dict, list)) or v is None:
+                raise ctx.fail(value, k, f"environment values are strings, got {v!r}")
+        return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in value.items()}
+    if key == "env_files":
+        if not all(isinstance(f, str) for f in value):
+            raise ctx.fail(m, key, "expected a list of file paths (strings)")
+        return tuple(value)
+    if key == "paths":
+        for k, v in value.items():
+            if k not in PATH_KEYS:
+                raise ctx.fail(value, k, f"unknown path kind (known: {', '.join(sorted(PATH_KEYS))})")
+            ok = isinstance(v, str) or (k == "data" and isinstance(v, list) and all(isinstance(p, str) for p in v))
+            if not ok:
+                raise ctx.fail(value, k, "expected a path string" + (" or a list of them" if k == "data" else ""))
+        return dict(value)
+    if key == "checks":
+        for k, v in value.items():
+            if not isinstance(v, dict):
+                raise ctx.fail(value, k, "check parameters must be a mapping")
+        return {k: dict(v) for k, v in value.items()}
+    if key in ("port", "devices") and not (0 < value < (65536 if key == "port" else 4097)):
+        raise ctx.fail(m, key, f"{value} is out of range")
+    if key == "host" and not HOST_RE.match(value.replace("[", "").replace("]", "").replace(",", "")):
+        raise ctx.fail(m, key, f"{value!r} is not a host name or address")
+    return value
+
+
+def _closest(key: str, candidates: list[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(key, candidates, n=1, cutoff=0.7)
+    return found[0] if found else None
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Node over group over defaults: mappings merge key by key, scalars and lists replace."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            merged = dict(out[k])
+            for kk, vv in v.items():
+                merged[kk] = {**merged[kk], **vv} if k == "checks" and isinstance(merged.get(kk), dict) else vv
+            out[k] = merged
+        else:
+            out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------- the two shapes
+
+def _native(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]], dict[str, Any]]:
+    for key in doc:
+        if key not in TOP_KEYS:
+            close = _closest(key, sorted(TOP_KEYS))
+            raise ctx.fail(doc, key, "unknown top-level key" + (f" (did you mean {close!r}?)" if close else
+                                                                  f" (known: {', '.join(sorted(TOP_KEYS))})"))
+    defaults = doc.get("defaults") or _Map()
+    if not isinstance(defaults, dict):
+        raise ctx.fail(doc, "defaults", "expected a mapping")
+    base = _check_settings(ctx, defaults, "defaults")
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, list):
+        raise ctx.fail(doc, "nodes", "expected a list of nodes" if "nodes" in doc else "missing (a list of nodes)")
+    entries: list[tuple[str, dict[str, Any], int]] = []
+    for entry in nodes:
+        if not isinstance(entry, _Map):
+            raise ctx.fail(doc, "nodes", f"each node is a mapping with name and host, got {entry!r}")
+        if not isinstance(entry.get("name"), str):
+            raise ctx.fail(entry, "name" if "name" in entry else None, "each node needs a name (string)")
+        settings = _check_settings(ctx, entry, "a node entry", allowed={"name"})
+        entries.extend(_expand(ctx, entry, entry["name"], _merge(base, settings)))
+    top = {"cluster": doc.get("cluster"), "checks": doc.get("checks") or {}, "job": doc.get("job")}
+    _check_top(ctx, doc, top)
+    return entries, top
+
+
+def _check_top(ctx: _Ctx, doc: _Map, top: dict[str, Any]) -> None:
+    if top["cluster"] is not None and not isinstance(top["cluster"], str):
+        raise ctx.fail(doc, "cluster", "expected a string")
+    if not isinstance(top["checks"], dict) or not all(isinstance(v, dict) for v in top["checks"].values()):
+        raise ctx.fail(doc, "checks", "expected a mapping of check id to a mapping of parameters")
+    job = top["job"]
+    if job is not None:
+        if not isinstance(job, _Map):
+            raise ctx.fail(doc, "job", "expected a mapping")
+        for k, v in job.items():
+            if k not in JOB_KEYS:
+                raise ctx.fail(job, k, f"unknown job key (known: {', '.join(sorted(JOB_KEYS))})")
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ctx.fail(job, k, f"expected a positive integer, got {v!r}")
+
+
+def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]], dict[str, Any]]:
+    entries: list[tuple[str, dict[str, Any], int]] = []
+    seen_groups: set[int] = set()
+
+    def settings_of(vars_: Any, where: str) -> dict[str, Any]:
+        if vars_ is None:
+            return {}
+        if not isinstance(vars_, _Map):
+            raise ctx.fail(vars_, None, f"{where}: vars must be a mapping")
+        mapped = _Map({ANSIBLE_VARS.get(k, k): v for k, v in vars_.items()
+                       if k in ANSIBLE_VARS or k in NODE_KEYS})  # other vars belong to other tools
+        mapped.line, mapped.lines = vars_.line, {ANSIBLE_VARS.get(k, k): ln for k, ln in vars_.lines.items()}
+        return _check_settings(ctx, mapped, where)
+
+    def walk(group: Any, name: str, inherited: dict[str, Any]) -> None:
+        if group is None:
+            return
+        if not isinstance(group, _Map):
+            raise ctx.fail(group, None, f"group {name!r} must be a mapping with hosts/children/vars")
+        if id(group) in seen_groups:
+            return
+        seen_groups.add(id(group))
+        for key in group:
+            if key not in ("hosts", "children", "vars"):
+                raise ctx.fail(group, key, f"unknown key in Ansible group {name!r} (hosts, children, vars)")
+        here = _merge(inherited, settings_of(group.get("vars"), f"group {name} vars"))
+        hosts = group.get("hosts") or {}
+        if not isinstance(hosts, _Map):
+            raise ctx.fail(group, "hosts", "hosts must be a mapping of host name to vars")
+        for host_name, host_vars in hosts.items():
+            s = _merge(here, settings_of(host_vars, f"host {host_name}"))
+            entries.extend(_expand(ctx, hosts, host_name, s, key=host_name))
+        children = group.get("children") or {}
+        if not isinstance(children, _Map):
+            raise ctx.fail(group, "children", "children must be a mapping of group names")
+        for child, sub in children.items():
+            walk(sub, child, here)
+
+    walk(doc["all"], "all", {})
+    return entries, {"cluster": None, "checks": {}, "job": None}
+
+
+def _expand(ctx: _Ctx, m: _Map, pattern: str, settings: dict[str, Any], key: str = "name"):
+    """Expand ranges in name and host together: node[02-04] with 10.0.0.[2-4]."""
+    try:
+        names = nodeset.expand(pattern)
+        hosts = nodeset.expand(settings["host"]) if "host" in settings else names
+    except nodeset.RangeError as exc:
+        raise ctx.fail(m, key, str(exc)) from None
+    if len(hosts) == 1 and len(names) > 1 and "[" not in settings.get("host", "["):
+        raise ctx.fail(m, key, f"{pattern} expands to {len(names)} nodes but host {hosts[0]!r} is one address")
+    if len(hosts) != len(names):
+        raise ctx.fail(m, key, f"{pattern} expands to {len(names)} names but its host to {len(hosts)}")
+    line = m.lines.get(key, m.line) if isinstance(m, _Map) else 0
+    for n in names:
+        if not NAME_RE.match(n):
+            raise ctx.fail(m, key, f"{n!r} is not a valid node name (letters, digits, . _ -)")
+    return [(n, {**settings, "host": h}, line) for n, h in zip(names, hosts)]
+
+
+# ---------------------------------------------------------------- ~/.ssh/config and nodes
+
+def _ssh_config(path: str | None) -> paramiko.SSHConfig | None:
+    p = Path(os.path.expanduser(path or "~/.ssh/config"))
+    if not p.is_file():
+        return None
+    try:
+        return paramiko.SSHConfig.from_path(str(p))
+    except Exception as exc:  # noqa: BLE001 - any parse problem is the user's file
+        raise InventoryError(f"{p}: cannot read ssh config: {exc}") from None
+
+
+def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig | None) -> Node:
+    """Inventory > ~/.ssh/config > built-in defaults (SPEC.md)."""
+    kw: dict[str, Any] = {NODE_KEYS[k][1]: v for k, v in s.items() if k != "host"}
+    host = s["host"]
+    if ssh_cfg is not None:
+        found = ssh_cfg.lookup(host)
+        if "user" not in kw and found.get("user"):
+            kw["user"] = found["user"]
+        if "port" not in kw and found.get("port"):
+            kw["port"] = int(found["port"])
+        if "identity_file" not in kw and found.get("identityfile"):
+            kw["identity_file"] = found["identityfile"][0]
+        if "proxy_jump" not in kw and found.get("proxyjump"):
+            kw["proxy_jump"] = found["proxyjump"]
+        if "known_hosts" not in kw and found.get("userknownhostsfile"):
+            kw["known_hosts"] = found["userknownhostsfile"].split()[0]
+        if found.get("proxycommand") and "proxy_jump" not in kw:
+            raise InventoryError(f"~/.ssh/config: ProxyCommand for {host} is not supported; "
+                                 f"use ProxyJump or set proxy_jump in the inventory")
+        host = found.get("hostname", host)
+    for k in ("identity_file", "known_hosts"):
+        if kw.get(k):
+            kw[k] = os.path.expanduser(kw[k])
+    return Node(name=name, host=host, source_line=line, **kw)
+
+
+def load(path: str | os.PathLike, limit: str | None = None, ssh_config: str | None = None) -> Inventory:
+    """Read, validate and expand an inventory. Raises InventoryError (one line) on any problem."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InventoryError(f"{p}: cannot read inventory: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InventoryError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    doc = _load_yaml(p, text)
+    ctx = _Ctx(p)
+    if not isinstance(doc, _Map):
+        raise InventoryError(f"{p}: expected a mapping with 'nodes' (or an Ansible 'all:' group), "
+                             f"got {type(doc).__name__ if doc is not None else 'an empty file'}")
+    entries, top = _ansible(ctx, doc) if "all" in doc and "nodes" not in doc else _native(ctx, doc)
+    seen: dict[str, int] = {}
+    for name, _, line in entries:
+        if name in seen:
+            raise InventoryError(f"{p}:{line}: duplicate node name {name!r} (first at line {seen[name]})")
+        seen[name] = line
+    if limit:
+        try:
+            keep = set(nodeset.select([e[0] for e in entries], limit))
+        except nodeset.RangeError as exc:
+            raise InventoryError(str(exc)) from None
+        entries = [e for e in entries if e[0] in keep]
+    if not entries:
+        raise InventoryError(f"{p}: no nodes selected" + (f" by --limit {limit}" if limit else ""))
+    cfg = _ssh_config(ssh_config)
+    top_checks = {"checks": {k: dict(v) for k, v in top["checks"].items()}}
+    nodes = tuple(_node(n, _merge(top_checks, s), line, cfg) for n, s, line in entries)
+    return Inventory(path=str(p), sha256=hashlib.sha256(raw).hexdigest(), nodes=nodes,
+                     cluster=top["cluster"], checks={k: dict(v) for k, v in top["checks"].items()},
+                     job=dict(top["job"]) if top["job"] else None)

@@ -1,0 +1,81 @@
+"""Node ranges: expand `node[01-16]`, `[1-3,7]`, Ansible's `[01:32]` and `[a:c]`; fold names for display.
+
+ClusterShell's NodeSet does the HPC syntax (padding, lists, steps, Slurm hostlists); this module
+only translates Ansible's colon ranges to it and keeps expansion order for zipping name with host.
+"""
+from __future__ import annotations
+
+import re
+import string
+
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetParseError
+
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_ANSIBLE_NUM = re.compile(r"^(\d+):(\d+)(?::(\d+))?$")
+_ANSIBLE_ALPHA = re.compile(r"^([a-z]):([a-z])$|^([A-Z]):([A-Z])$")
+
+
+class RangeError(ValueError):
+    pass
+
+
+def _translate(pattern: str) -> list[str]:
+    """Turn Ansible-only forms into ClusterShell ones; alphabetic ranges expand here."""
+    if pattern.count("[") != pattern.count("]"):
+        raise RangeError(f"unbalanced brackets in {pattern!r}")
+    m = _BRACKET.search(pattern)
+    if not m:
+        return [pattern]
+    inner = m.group(1)
+    alpha = _ANSIBLE_ALPHA.match(inner)
+    if alpha:
+        lo, hi = (alpha.group(1), alpha.group(2)) if alpha.group(1) else (alpha.group(3), alpha.group(4))
+        letters = string.ascii_letters
+        if letters.index(hi) < letters.index(lo):
+            raise RangeError(f"reversed range [{inner}] in {pattern!r}")
+        out = []
+        for c in letters[letters.index(lo): letters.index(hi) + 1]:
+            out.extend(_translate(pattern[: m.start()] + c + pattern[m.end():]))
+        return out
+    num = _ANSIBLE_NUM.match(inner)
+    if num:
+        lo, hi, step = num.group(1), num.group(2), num.group(3)
+        if int(hi) < int(lo):
+            raise RangeError(f"reversed range [{inner}] in {pattern!r}")
+        inner = f"{lo}-{hi}" + (f"/{step}" if step else "")
+    rest = _translate(pattern[m.end():])
+    return [pattern[: m.start()] + f"[{inner}]" + r for r in rest]
+
+
+def expand(pattern: str) -> list[str]:
+    """All names a pattern stands for, in order. Raises RangeError with the reason."""
+    names: list[str] = []
+    for part in _translate(pattern.strip()):
+        if "[" not in part:
+            names.append(part)
+            continue
+        try:
+            names.extend(NodeSet(part, resolver=RESOLVER_NOGROUP))
+        except NodeSetParseError as exc:
+            raise RangeError(f"bad range {pattern!r}: {exc}") from None
+    return names
+
+
+def fold(names) -> str:
+    """`node01,node02,node03` -> `node[01-03]` (also the Slurm hostlist form)."""
+    names = list(names)
+    if not names:
+        return ""
+    try:
+        return str(NodeSet.fromlist(names, resolver=RESOLVER_NOGROUP))
+    except NodeSetParseError:
+        return ",".join(names)
+
+
+def select(names: list[str], limit: str) -> list[str]:
+    """Names of `names` inside the node set `limit` (Slurm hostlist or comma list)."""
+    try:
+        wanted = set(NodeSet(limit, resolver=RESOLVER_NOGROUP))
+    except NodeSetParseError as exc:
+        raise RangeError(f"bad --limit {limit!r}: {exc}") from None
+    return [n for n in names if n in wanted]
