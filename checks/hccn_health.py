@@ -1,0 +1,106 @@
+"""hccn.health: every NPU's network health detection reports `Success`.
+
+What it checks: `hccn_tool -i N -net_health -g` prints `net health status: Success` for every
+logical device N. `Init` (detection initialising, usually because no detect IP is configured)
+warns; every other status fails: `Socket fail`/`Socket failed`, `Receive timeout`, `Unreachable`,
+`Time exceeded`, `Fault`, `Thread error`, `Detect ip set`, `Unknown` (FORMATS.md §3.2).
+
+Why it matters: the device probes its detect IP over the RoCE port; a failing probe means the
+device cannot reach its network peer, and HCCL will time out building links (EI0006/EI0009).
+
+How to fix: configure the detect IP (normally the switch gateway of the device's subnet) with
+`hccn_tool -i N -netdetect -s address <gateway-ip>`, then check link, IP and optical module
+(`hccn_tool -i N -link -g`, `-ip -g`, `-optical -g`). Do not use a board-internal vNIC address
+as the detect IP (that gives `Receive timeout`). Skipped on inference cards (310/310P).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from preflight import ascend
+from preflight.checkapi import CommandOutput, Finding, ParseError, Status, passed
+from preflight.parsers import hccn
+
+ID = "hccn.health"
+SCOPE = "node"
+DEFAULTS: dict = {}
+QUERIES = {"net_health": "-net_health -g"}
+# Status prefix -> verdict (DRV g_net_health_status; MC counts Success and Init as normal).
+# Prefixes because the DRV source prints "Socket fail" and the MC fixture shows "Socket failed".
+VERDICTS: tuple[tuple[str, Status], ...] = (
+    ("Success", Status.PASS),
+    ("Init", Status.WARN),
+)
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    status: str | None  # as printed: "Success", "Socket failed", ...
+    error: str | None = None  # hccn_tool's error line when the query failed
+    unsupported: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    skip: str | None
+    missing_tool: str | None
+    devices: dict[int, DeviceHealth] = field(default_factory=dict)
+    chips: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def probes(node, params) -> dict[str, str]:
+    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO}
+
+
+def followup(outputs, node, params):
+    return ascend.hccn_followup(outputs, node, QUERIES)
+
+
+def _device(out: CommandOutput) -> DeviceHealth:
+    err = ascend.device_error(out)
+    if err:
+        return DeviceHealth(None, err[0], ascend.is_unsupported(err[1]))
+    return DeviceHealth(hccn.parse_net_health(out.stdout))
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+    run = ascend.read_hccn(outputs, QUERIES)
+    if run.skip or run.missing_tool:
+        return Facts(run.skip, run.missing_tool, chips=run.chips)
+    per_dev = run.outputs["net_health"]
+    if not per_dev:
+        raise ParseError("hccn_tool -net_health -g: the device loop printed nothing", outputs["net_health"].stdout)
+    return Facts(None, None, {d: _device(o) for d, o in per_dev.items()}, run.chips)
+
+
+def verdict(status: str) -> Status:
+    return next((v for prefix, v in VERDICTS if status.startswith(prefix)), Status.FAIL)
+
+
+def _problem(dev: DeviceHealth) -> tuple[Status, str] | None:
+    if dev.error:
+        return None if dev.unsupported else (Status.FAIL, f"hccn_tool failed: {dev.error}")
+    v = verdict(dev.status or "")
+    return None if v is Status.PASS else (v, f"net health {dev.status}, expected Success")
+
+
+def evaluate(facts: Facts, params, node) -> list[Finding]:
+    frame = ascend.frame_findings(facts, node)
+    if frame:
+        return frame
+    bad = {i: p for i, d in facts.devices.items() if (p := _problem(d))}
+    if not bad:
+        return [passed(f"{len(facts.devices)} devices: net health Success")]
+    status = Status.FAIL if any(s is Status.FAIL for s, _ in bad.values()) else Status.WARN
+    ids = " ".join(str(i) for i in bad)
+    only_init = status is Status.WARN
+    fix = (f"Configure a detect IP for device(s) {ids}: `{node.hccn_tool} -i N -netdetect -s address "
+           f"<gateway of the device subnet>`" if only_init else
+           f"Check link, IP and detect IP of device(s) {ids}: `for i in {ids}; do {node.hccn_tool} -i $i "
+           f"-link -g; {node.hccn_tool} -i $i -ip -g; {node.hccn_tool} -i $i -netdetect -g; done`, "
+           f"then fix the cable/switch port or set the detect IP with -netdetect -s address <ip>")
+    return [Finding(status, "; ".join(f"device {i} {m}" for i, (_, m) in bad.items()), {
+        "failed_devices": list(bad),
+        "devices": [ascend.device_ref(i, facts.chips, problem=m) for i, (_, m) in bad.items()],
+    }, remediation=fix)]

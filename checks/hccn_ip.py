@@ -1,0 +1,119 @@
+"""hccn.ip: every NPU has a device IP and netmask, matching /etc/hccn.conf where that exists.
+
+What it checks: `hccn_tool -i N -ip -g` prints `ipaddr:<ip>` and `netmask:<mask>` for every
+logical device N. Empty output or `Get ipconf failed, because no ip was preset there!` fails.
+When /etc/hccn.conf exists, its `address_N` / `netmask_N` must equal the live values: a stale
+entry fails, naming both.
+
+Why it matters: HCCL reaches the other nodes' NPUs over these addresses. A device without an IP
+cannot join the ring; a stale hccn.conf entry is applied again at the next reboot or driver
+reload and silently breaks one NPU (VA PR #16847: `HcclCommPrepare fail, ret: 0x9`).
+
+How to fix: set the address with `hccn_tool -i N -ip -s address <ip> netmask <mask>` and make
+/etc/hccn.conf agree (`address_N=<ip>`, `netmask_N=<mask>`). Skipped on inference cards.
+Other checks (hccn.ping_mesh, env.consistency) read `Facts.devices` (device -> DeviceIp).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from preflight import ascend
+from preflight.checkapi import CommandOutput, Finding, ParseError, Status, passed
+from preflight.parsers import hccn
+
+ID = "hccn.ip"
+SCOPE = "node"
+DEFAULTS: dict = {}
+QUERIES = {"ip": "-ip -g"}
+CONF_PROBE = "hccn_conf"
+ABSENT = "@@absent"
+
+
+@dataclass(frozen=True)
+class DeviceIp:
+    ip: str | None
+    netmask: str | None
+    conf_address: str | None = None  # /etc/hccn.conf address_N (None: no entry or no file)
+    conf_netmask: str | None = None
+    error: str | None = None  # hccn_tool's error line
+
+
+@dataclass(frozen=True)
+class Facts:
+    skip: str | None
+    missing_tool: str | None
+    devices: dict[int, DeviceIp] = field(default_factory=dict)
+    conf_present: bool = False
+    chips: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def probes(node, params) -> dict[str, str]:
+    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO, CONF_PROBE: ascend.HCCN_CONF_CAT}
+
+
+def followup(outputs, node, params):
+    return ascend.hccn_followup(outputs, node, QUERIES)
+
+
+def _conf(out: CommandOutput | None) -> dict[int, dict[str, str]] | None:
+    """hccn.conf entries, None when the file does not exist."""
+    if out is None or out.stdout.startswith(ABSENT):
+        return None
+    if out.rc != 0:
+        raise ParseError(f"{ascend.HCCN_CONF}: exists but cannot be read", out.stderr or out.stdout)
+    return hccn.parse_hccn_conf(out.stdout)
+
+
+def _device(out: CommandOutput, conf: dict[str, str]) -> DeviceIp:
+    extra = {"conf_address": conf.get("address"), "conf_netmask": conf.get("netmask")}
+    err = ascend.device_error(out)
+    if err:
+        return DeviceIp(None, None, error=err[0], **extra)
+    ipconf = hccn.parse_ip(out.stdout)
+    return DeviceIp(ipconf.ip, ipconf.netmask, **extra)
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+    run = ascend.read_hccn(outputs, QUERIES)
+    conf = _conf(outputs.get(CONF_PROBE))
+    if run.skip or run.missing_tool:
+        return Facts(run.skip, run.missing_tool, chips=run.chips)
+    per_dev = run.outputs["ip"]
+    if not per_dev:
+        raise ParseError("hccn_tool -ip -g: the device loop printed nothing", outputs["ip"].stdout)
+    devices = {d: _device(o, (conf or {}).get(d, {})) for d, o in per_dev.items()}
+    return Facts(None, None, devices, conf is not None, run.chips)
+
+
+def _problem(dev: DeviceIp, conf_present: bool) -> str | None:
+    if dev.error and "no ip was preset" not in dev.error:
+        return f"hccn_tool failed: {dev.error}"
+    if not dev.ip or not dev.netmask:
+        got = dev.error or "empty output"
+        return f"no device IP/netmask, expected ipaddr and netmask ({got})"
+    # Only entries present are compared: a file without address_N says nothing about device N.
+    stale_ip = dev.conf_address is not None and dev.conf_address != dev.ip
+    stale_mask = dev.conf_netmask is not None and dev.conf_netmask != dev.netmask
+    if conf_present and (stale_ip or stale_mask):
+        return (f"stale {ascend.HCCN_CONF}: address/netmask {dev.conf_address}/{dev.conf_netmask}, "
+                f"live {dev.ip}/{dev.netmask}")
+    return None
+
+
+def evaluate(facts: Facts, params, node) -> list[Finding]:
+    frame = ascend.frame_findings(facts, node)
+    if frame:
+        return frame
+    ips = {str(i): d.ip for i, d in facts.devices.items()}
+    bad = {i: p for i, d in facts.devices.items() if (p := _problem(d, facts.conf_present))}
+    if not bad:
+        where = f", matching {ascend.HCCN_CONF}" if facts.conf_present else ""
+        return [passed(f"{len(facts.devices)} devices have an IP and netmask{where}", ips=ips)]
+    ids = " ".join(str(i) for i in bad)
+    return [Finding(Status.FAIL, "; ".join(f"device {i} {m}" for i, m in bad.items()), {
+        "failed_devices": list(bad), "ips": ips,
+        "devices": [ascend.device_ref(i, facts.chips, problem=m) for i, m in bad.items()],
+    }, remediation=(f"Set the IP of device(s) {ids} with `{node.hccn_tool} -i N -ip -s address <ip> "
+                    f"netmask <mask>` and make {ascend.HCCN_CONF} agree (address_N=<ip>, "
+                    f"netmask_N=<mask>); check with `{node.hccn_tool} -i N -ip -g`"))]

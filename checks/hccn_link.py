@@ -1,0 +1,122 @@
+"""hccn.link: every NPU's RoCE port is UP, and has not been flapping.
+
+What it checks: `hccn_tool -i N -link -g` prints `link status: UP` for every logical device N of
+the node (the Phy-ID on A3, the NPU id on A2), and `hccn_tool -i N -link_stat -g` shows at most
+one link-up event and no `LINK DOWN` record within the last 24 hours of the node's own clock.
+
+Why it matters: HCCL builds its rings over these ports. A DOWN port makes communicator setup
+fail (`EI0009 ... Create Dest error`, or `'device_ip' is not set correctly` with
+HCCL_INTRA_ROCE_ENABLE=1); a flapping port passes a quick test and then stalls the job mid-step.
+
+How to fix: check the cable and the switch port of the device (`hccn_tool -i N -link -g`,
+`hccn_tool -i N -link_stat -g`); reseat or replace the optical module or cable
+(`hccn_tool -i N -optical -g` shows its power levels); on the switch, look at the port's error
+counters. Inference cards (310/310P) have no RoCE ports: the check is skipped there.
+Parameters: `max_link_up_count` (1), `flap_window_hours` (24).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Mapping
+
+from preflight import ascend
+from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed
+from preflight.parsers import hccn
+
+ID = "hccn.link"
+SCOPE = "node"
+DEFAULTS = {"max_link_up_count": 1, "flap_window_hours": 24}
+QUERIES = {"link": "-link -g", "link_stat": "-link_stat -g"}
+
+
+@dataclass(frozen=True)
+class DeviceLink:
+    status: str | None  # "UP" | "DOWN"; None when hccn_tool failed (see error)
+    error: str | None = None  # hccn_tool's error line
+    unsupported: bool = False
+    up_count: int | None = None  # from -link_stat; None when that query gave nothing
+    down_records: tuple[str, ...] = ()  # "Tue Aug  1 14:44:40 2022" of LINK DOWN records
+    recent_down_hours: float | None = None  # age of the newest LINK DOWN record, node clock
+
+
+@dataclass(frozen=True)
+class Facts:
+    skip: str | None
+    missing_tool: str | None
+    devices: dict[int, DeviceLink] = field(default_factory=dict)
+    chips: dict[int, tuple[int, int]] = field(default_factory=dict)  # device -> (npu, chip)
+
+
+def probes(node, params) -> dict[str, str]:
+    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO}
+
+
+def followup(outputs, node, params):
+    return ascend.hccn_followup(outputs, node, QUERIES)
+
+
+def _stat(out: CommandOutput | None) -> tuple[int | None, tuple[str, ...], float | None]:
+    if out is None or ascend.device_error(out):
+        return None, (), None  # -link_stat unsupported on old drivers: no flap data, not a failure
+    stat = hccn.parse_link_stat(out.stdout)
+    downs = [(when, raw) for when, what, raw in stat.records if what == "DOWN"]
+    newest = max(downs, default=None)
+    age = (stat.current_time - newest[0]) / timedelta(hours=1) if newest else None
+    return stat.up_count, tuple(raw for _, raw in sorted(downs, reverse=True)), age
+
+
+def _device(link: CommandOutput, stat: CommandOutput | None) -> DeviceLink:
+    err = ascend.device_error(link)
+    if err:
+        return DeviceLink(None, error=err[0], unsupported=ascend.is_unsupported(err[1]))
+    up_count, downs, age = _stat(stat)
+    return DeviceLink(hccn.parse_link(link.stdout), up_count=up_count, down_records=downs,
+                      recent_down_hours=age)
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+    run = ascend.read_hccn(outputs, QUERIES)
+    if run.skip or run.missing_tool:
+        return Facts(run.skip, run.missing_tool, chips=run.chips)
+    links, stats = run.outputs["link"], run.outputs["link_stat"]
+    if not links:
+        raise ParseError("hccn_tool -link -g: the device loop printed nothing", outputs["link"].stdout)
+    return Facts(None, None, {d: _device(o, stats.get(d)) for d, o in links.items()}, run.chips)
+
+
+def _problems(dev: DeviceLink, params) -> tuple[Status, str] | None:
+    """The worst problem of one device, as (status, message), or None."""
+    if dev.error and not dev.unsupported:
+        return Status.FAIL, f"hccn_tool failed: {dev.error}"
+    if dev.status == "DOWN":
+        return Status.FAIL, "link DOWN, expected UP"
+    if dev.up_count is not None and dev.up_count > params["max_link_up_count"]:
+        return Status.WARN, (f"link flapping: {dev.up_count} link-up events, expected at most "
+                             f"{params['max_link_up_count']}")
+    if dev.recent_down_hours is not None and dev.recent_down_hours <= params["flap_window_hours"]:
+        return Status.WARN, (f"link flapping: LINK DOWN {dev.recent_down_hours:.1f} h ago "
+                             f"({dev.down_records[0]}), within {params['flap_window_hours']} h")
+    return None
+
+
+def evaluate(facts: Facts, params, node) -> list[Finding]:
+    frame = ascend.frame_findings(facts, node)
+    if frame:
+        return frame
+    metrics = [Metric("link_up_count", d.up_count, "", {"device": str(i)}).to_dict()
+               for i, d in facts.devices.items() if d.up_count is not None]
+    bad = {i: p for i, d in facts.devices.items() if (p := _problems(d, params))}
+    if not bad:
+        return [passed(f"{len(facts.devices)} devices: RoCE link UP, no flapping", metrics=metrics)]
+    status = Status.FAIL if any(s is Status.FAIL for s, _ in bad.values()) else Status.WARN
+    summary = "; ".join(f"device {i} {msg}" for i, (_, msg) in bad.items())
+    ids = " ".join(str(i) for i in bad)
+    return [Finding(status, summary, {
+        "failed_devices": list(bad),
+        "devices": [ascend.device_ref(i, facts.chips, problem=m) for i, (_, m) in bad.items()],
+        "metrics": metrics,
+    }, remediation=(f"Check the cable, optical module and switch port of device(s) {ids}: run "
+                    f"`for i in {ids}; do {node.hccn_tool} -i $i -link -g; {node.hccn_tool} -i $i "
+                    f"-link_stat -g; done` and reseat or replace the module/cable of the DOWN or "
+                    f"flapping port"))]

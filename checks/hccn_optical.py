@@ -1,0 +1,152 @@
+"""hccn.optical: every NPU's optical module is present, within its power limits, with no LOS/LOL.
+
+What it checks, per logical device N, from `hccn_tool -i N -optical -g`:
+* `present : present` (boards without optical modules, POD boards with Board ID 0x30/0x31/0x32/
+  0x34 in `npu-smi info -t board`, are skipped with that reason);
+* every `Tx Power<lane>` inside [`TxPower Low Thres`, `TxPower High Thres`] and every
+  `Rx Power<lane>` inside the Rx thresholds, the module's own values (all in mW);
+* `Tx/Rx Los Flag` and `Tx/Rx LoL Flag` are `0x0` (`NA` and `not supported` are tolerated);
+* the module temperature inside its `Temp Low/High Thres` (outside warns).
+
+Why it matters: a dirty fibre or dying module (`Rx Power1 : 0.0054 mW` against a low threshold of
+0.1445 mW, `Rx Los Flag : 0xff`) keeps the link up or flapping while HCCL traffic stalls or
+retransmits; the job hangs in its first all-reduce.
+
+How to fix: clean the fibre connectors of the device's port and its switch port, reseat the
+module, or replace the module/cable; confirm with `hccn_tool -i N -optical -g`. Skipped on
+inference cards (310/310P). Metrics: optical_tx_power / optical_rx_power (mW, labels device and
+lane), optical_temperature (C).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from preflight import ascend
+from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed, skipped
+from preflight.parsers import hccn, npu_smi
+
+ID = "hccn.optical"
+SCOPE = "node"
+DEFAULTS = {"pod_board_ids": ["0x30", "0x31", "0x32", "0x34"]}
+QUERIES = {"optical": "-optical -g"}
+BOARD_PROBE = "board"
+# (lane table, threshold prefix, metric name)
+POWER_RULES = (("tx_power", "TxPower", "optical_tx_power"), ("rx_power", "RxPower", "optical_rx_power"))
+FLAG_OK = ("0x0", "NA", "not supported")
+
+
+@dataclass(frozen=True)
+class DeviceOptical:
+    optical: hccn.Optical | None
+    error: str | None = None
+    unsupported: bool = False
+    not_present_error: bool = False  # "Optical module is not present." on stderr
+
+
+@dataclass(frozen=True)
+class Facts:
+    skip: str | None
+    missing_tool: str | None
+    board_id: str | None = None  # of the first NPU, from npu-smi info -t board
+    devices: dict[int, DeviceOptical] = field(default_factory=dict)
+    chips: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def probes(node, params) -> dict[str, str]:
+    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO}
+
+
+def followup(outputs, node, params):
+    round2 = ascend.hccn_followup(outputs, node, QUERIES)
+    table = ascend.table_or_none(ascend._stdout(outputs.get(ascend.NPU_SMI_PROBE)))
+    if round2 and table and table.chips:
+        round2[BOARD_PROBE] = ascend.npu_smi_board(table.chips[0].npu)
+    return round2
+
+
+def _board_id(out: CommandOutput | None) -> str | None:
+    if out is None or out.rc != 0:
+        return None
+    try:
+        return npu_smi.parse_board(out.stdout).get("Board ID")
+    except ParseError:
+        return None
+
+
+def _device(out: CommandOutput) -> DeviceOptical:
+    err = ascend.device_error(out)
+    if err:
+        return DeviceOptical(None, err[0], ascend.is_unsupported(err[1]),
+                             not_present_error="not present" in err[0])
+    return DeviceOptical(hccn.parse_optical(out.stdout))
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+    run = ascend.read_hccn(outputs, QUERIES)
+    if run.skip or run.missing_tool:
+        return Facts(run.skip, run.missing_tool, chips=run.chips)
+    per_dev = run.outputs["optical"]
+    if not per_dev:
+        raise ParseError("hccn_tool -optical -g: the device loop printed nothing", outputs["optical"].stdout)
+    return Facts(None, None, _board_id(outputs.get(BOARD_PROBE)),
+                 {d: _device(o) for d, o in per_dev.items()}, run.chips)
+
+
+def _out_of_range(opt: hccn.Optical, table: str, prefix: str) -> list[str]:
+    low, high = opt.thresholds.get(f"{prefix} Low Thres"), opt.thresholds.get(f"{prefix} High Thres")
+    lanes = getattr(opt, table)
+    name = prefix.replace("Power", " Power")
+    return [f"{name}{lane} {v} mW outside [{low}, {high}]" for lane, v in sorted(lanes.items())
+            if v is not None and ((low is not None and v < low) or (high is not None and v > high))]
+
+
+def _problems(dev: DeviceOptical) -> list[tuple[Status, str]]:
+    if dev.error:
+        if dev.not_present_error:
+            return [(Status.FAIL, "optical module not present")]
+        return [] if dev.unsupported else [(Status.FAIL, f"hccn_tool failed: {dev.error}")]
+    opt = dev.optical
+    found = [] if opt.present == "present" else [(Status.FAIL, f"module {opt.present}, expected present")]
+    for table, prefix, _ in POWER_RULES:
+        found += [(Status.FAIL, msg) for msg in _out_of_range(opt, table, prefix)]
+    found += [(Status.FAIL, f"{k} {v}, expected 0x0") for k, v in opt.flags.items() if v not in FLAG_OK]
+    t_low, t_high = opt.thresholds.get("Temp Low Thres"), opt.thresholds.get("Temp High Thres")
+    t = opt.temperature
+    if t is not None and t_low is not None and t_high is not None and not t_low <= t <= t_high:
+        found.append((Status.WARN, f"module temperature {t} C outside [{t_low}, {t_high}]"))
+    return found
+
+
+def _metrics(facts: Facts) -> list[dict]:
+    metrics = []
+    for i, dev in facts.devices.items():
+        if dev.optical is None:
+            continue
+        for table, _, name in POWER_RULES:
+            metrics += [Metric(name, v, "mW", {"device": str(i), "lane": str(lane)}).to_dict()
+                        for lane, v in sorted(getattr(dev.optical, table).items()) if v is not None]
+        if dev.optical.temperature is not None:
+            metrics.append(Metric("optical_temperature", dev.optical.temperature, "C", {"device": str(i)}).to_dict())
+    return metrics
+
+
+def evaluate(facts: Facts, params, node) -> list[Finding]:
+    frame = ascend.frame_findings(facts, node)
+    if frame:
+        return frame
+    if facts.board_id and facts.board_id.lower() in [b.lower() for b in params["pod_board_ids"]]:
+        return [skipped(f"POD board (Board ID {facts.board_id}): no optical modules on the NPU ports")]
+    metrics = _metrics(facts)
+    bad = {i: p for i, d in facts.devices.items() if (p := _problems(d))}
+    if not bad:
+        return [passed(f"{len(facts.devices)} devices: optical module present, power within "
+                       f"thresholds, LOS/LOL clear", metrics=metrics)]
+    status = Status.FAIL if any(s is Status.FAIL for p in bad.values() for s, _ in p) else Status.WARN
+    ids = " ".join(str(i) for i in bad)
+    return [Finding(status, "; ".join(f"device {i} " + ", ".join(m for _, m in p) for i, p in bad.items()), {
+        "failed_devices": list(bad), "metrics": metrics,
+        "devices": [ascend.device_ref(i, facts.chips, problems=[m for _, m in p]) for i, p in bad.items()],
+    }, remediation=(f"Clean or replace the fibre and optical module of device(s) {ids} (and the switch "
+                    f"port's), reseat the module, then confirm with `for i in {ids}; do "
+                    f"{node.hccn_tool} -i $i -optical -g; done`"))]

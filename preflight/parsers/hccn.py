@@ -1,0 +1,237 @@
+"""`hccn_tool` output (FORMATS.md §3), `/etc/hccn.conf`, and hccn_tool's error strings.
+
+One function per query, each taking the text of one device (`hccn_tool -i N ...`, stdout and
+stderr merged as `preflight.ascend.hccn_loop` delivers it). Error outputs are recognised first by
+`error_line()`, so a check can report them instead of calling a parser on them; a text that is
+neither a known error nor the query's format raises ParseError quoting it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from preflight.checkapi import ParseError
+
+# hccn_tool's error lines (DRV hccn_tool/cmd.c, tool_ops*.c; FORMATS.md §3.3-3.10), with the
+# short reason a finding quotes. Matched as substrings of one output line.
+ERRORS: tuple[tuple[str, str], ...] = (
+    ("Get invalid device id.", "no such device id on this node"),
+    ("The device is not exist!", "the device does not exist"),
+    ("The command is not supported on this product.", "not supported on this product"),
+    ("The VM does not support this command.", "not supported inside a VM"),
+    ("permission denied", "permission denied (run as root)"),
+    ("The hccn.conf can't access", "/etc/hccn.conf not accessible"),
+    ("Get ipconf failed, because no ip was preset there!", "no device IP configured"),
+    ("Execute failed: Link status is down.", "the link is down"),
+    ("hccn_tool is busy", "hccn_tool is busy"),
+    ("The device is occupied", "the device is occupied"),
+    ("The cmd line execute timeout!", "the command timed out"),
+    ("Optical module is not present.", "no optical module"),
+    ("Command unsupported on this optical module.", "not supported by this optical module"),
+    ("Control link unreachable.", "the module's control link is unreachable"),
+    ("I2c is busy.", "the module's I2C bus is busy"),
+    ("optical module initializing", "the optical module is initialising"),
+    ("Get device health status failed!", "device health status could not be read"),
+    ("Command execute failed!", "the command failed"),
+    ("Cmd execute failed!", "the command failed"),
+    ("Get invalid", "invalid arguments"),
+    ("Get unknown option!", "unknown option (older driver?)"),
+    ("not found", "hccn_tool not found"),
+)
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*(\S+))?$")  # "4.4035 mW", "47 C", "3262.90 mV"
+
+
+def error_line(text: str) -> tuple[str, str] | None:
+    """(the error line as printed, its reason) when hccn_tool printed a known error."""
+    for line in text.splitlines():
+        for needle, reason in ERRORS:
+            if needle in line:
+                return line.strip(), reason
+    return None
+
+
+def asctime(text: str) -> datetime:
+    """`Wed Aug  2 03:36:43 2022` (C-locale asctime; month names parsed here, not by locale)."""
+    parts = text.split()
+    if len(parts) != 5 or parts[1] not in _MONTHS:
+        raise ParseError("hccn_tool: not an asctime date", text)
+    try:
+        hh, mm, ss = (int(x) for x in parts[3].split(":"))
+        return datetime(int(parts[4]), _MONTHS[parts[1]], int(parts[2]), hh, mm, ss)
+    except ValueError:
+        raise ParseError("hccn_tool: not an asctime date", text) from None
+
+
+# ---- -link -g -----------------------------------------------------------------------------------
+
+def parse_link(text: str) -> str:
+    """`link status: UP` -> "UP" (DRV prints exactly UP or DOWN)."""
+    m = re.search(r"^link status:\s*(UP|DOWN)\s*$", text, re.M)
+    if not m:
+        raise ParseError("hccn_tool -link -g: no `link status: UP|DOWN` line", text)
+    return m.group(1)
+
+
+# ---- -link_stat -g ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LinkStat:
+    current_time: datetime
+    up_count: int
+    down_count: int | None  # newer drivers only
+    records: tuple[tuple[datetime, str, str], ...]  # (when, "UP"|"DOWN", date as printed), newest first
+
+
+# Both prefixes: `[devid 0]` (fixtures, current DRV) and `[device 0]` (MC docs, older version).
+_STAT_PREFIX = re.compile(r"^\[(?:devid|device) \d+\]")
+
+
+def parse_link_stat(text: str) -> LinkStat:
+    fields: dict[str, str] = {}
+    records: list[tuple[datetime, str, str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not _STAT_PREFIX.match(line):
+            raise ParseError("hccn_tool -link_stat -g: line without `[devid N]` prefix", line)
+        rest = _STAT_PREFIX.sub("", line)
+        rec = re.match(r"^\s+(.+?)\s+LINK (UP|DOWN)\s*$", rest)  # "    Tue Aug  1 14:44:40 2022    LINK DOWN"
+        if rec:
+            records.append((asctime(rec.group(1)), rec.group(2), rec.group(1)))
+            continue
+        key, sep, value = rest.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    if "current time" not in fields or "link up count" not in fields:
+        raise ParseError("hccn_tool -link_stat -g: no `current time` / `link up count` line", text)
+    down = fields.get("link down count")
+    return LinkStat(
+        current_time=asctime(fields["current time"]), up_count=_int(fields["link up count"], text),
+        down_count=_int(down, text) if down not in (None, "") else None, records=tuple(records),
+    )
+
+
+def _int(value: str, text: str) -> int:
+    if not value.strip().isdigit():
+        raise ParseError(f"hccn_tool: {value!r} is not a count", text)
+    return int(value)
+
+
+# ---- -net_health -g -----------------------------------------------------------------------------
+
+def parse_net_health(text: str) -> str:
+    """`net health status: Socket failed` -> "Socket failed" (the string as printed)."""
+    m = re.search(r"^net health status:\s*(.+?)\s*$", text, re.M)
+    if not m:
+        raise ParseError("hccn_tool -net_health -g: no `net health status:` line", text)
+    return m.group(1)
+
+
+# ---- -ip -g -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IpConf:
+    ip: str | None
+    netmask: str | None
+
+
+def parse_ip(text: str) -> IpConf:
+    """`ipaddr:10.10.0.10` / `netmask:255.255.255.0` (no space after the colon). Empty output (the
+    MC fixture for a device without IP) gives IpConf(None, None)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        if not line.strip():
+            continue
+        if not sep or key not in ("ipaddr", "netmask"):
+            raise ParseError("hccn_tool -ip -g: expected `ipaddr:` and `netmask:` lines", text)
+        values[key] = value.strip()
+    return IpConf(ip=values.get("ipaddr") or None, netmask=values.get("netmask") or None)
+
+
+def parse_hccn_conf(text: str) -> dict[int, dict[str, str]]:
+    """/etc/hccn.conf `address_0=10.10.0.10` lines -> {0: {"address": "10.10.0.10", ...}}."""
+    conf: dict[int, dict[str, str]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        m = re.match(r"^([A-Za-z_]+?)_(\d+)\s*=\s*(.*)$", line)
+        if m:
+            conf.setdefault(int(m.group(2)), {})[m.group(1)] = m.group(3).strip()
+    return conf
+
+
+# ---- -optical -g --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Optical:
+    present: str | None  # "present" | "not present"
+    tx_power: dict[int, float | None]  # lane -> mW ("Tx Power" without index: lane 0)
+    rx_power: dict[int, float | None]
+    thresholds: dict[str, float | None]  # "TxPower High Thres" -> 3.5481 (mW), ...
+    temperature: float | None  # C
+    flags: dict[str, str]  # "Rx Los Flag" -> "0xff"
+    fields: dict[str, str] = field(default_factory=dict)  # every line as printed
+
+
+def optical_value(value: str) -> float | None:
+    """`4.4035 mW` -> 4.4035; `NA`, `not supported`, `get failed` -> None."""
+    m = _NUMBER.match(value.strip())
+    return float(m.group(1)) if m else None
+
+
+def parse_optical(text: str) -> Optical:
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.strip() == "optical info:":
+            continue
+        # "high power enable reg: enabled": no space before the colon, so split on the first ':'.
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise ParseError("hccn_tool -optical -g: expected `key : value`", line)
+        fields[key.strip()] = value.strip()
+    if "present" not in fields:
+        raise ParseError("hccn_tool -optical -g: no `present :` line", text)
+    lanes: dict[str, dict[int, float | None]] = {"Tx Power": {}, "Rx Power": {}}
+    for key, value in fields.items():
+        m = re.match(r"^(Tx Power|Rx Power)(\d*)$", key)
+        if m:
+            lanes[m.group(1)][int(m.group(2) or 0)] = optical_value(value)
+    return Optical(
+        present=fields["present"], tx_power=lanes["Tx Power"], rx_power=lanes["Rx Power"],
+        thresholds={k: optical_value(v) for k, v in fields.items() if k.endswith("Thres")},
+        temperature=optical_value(fields.get("temperature", "NA")),
+        flags={k: v for k, v in fields.items() if k.endswith("Flag")}, fields=fields,
+    )
+
+
+# ---- -stat -g, -fec -g, -tls -g (read by other checks; not judged here) ---------------------------
+
+def parse_stat(text: str) -> dict[str, int]:
+    """`packet statistics:` then `key:int` counters."""
+    counters: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        if sep and value.strip().isdigit():
+            counters[key] = int(value)
+    if "packet statistics:" not in text:
+        raise ParseError("hccn_tool -stat -g: no `packet statistics:` line", text)
+    return counters
+
+
+def parse_fec(text: str) -> str:
+    """`fec mode: rs FEC mode` -> "rs FEC mode"."""
+    m = re.search(r"^fec mode:\s*(.+?)\s*$", text, re.M)
+    if not m:
+        raise ParseError("hccn_tool -fec -g: no `fec mode:` line", text)
+    return m.group(1)
+
+
+def parse_tls_switch(text: str) -> int:
+    """`dev_id:0, tls switch[0](0:disable, 1:enable), ...` -> 0."""
+    m = re.search(r"tls switch\[(\d+)\]", text)
+    if not m:
+        raise ParseError("hccn_tool -tls -g: no `tls switch[N]`", text)
+    return int(m.group(1))
