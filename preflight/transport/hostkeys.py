@@ -1,0 +1,113 @@
+"""Host-key verification: known_hosts read once per file, strict by default (SPEC.md, CONVENTIONS 20).
+
+`strict` rejects unknown and changed keys; `accept-new` records unknown keys (atomically, mode kept)
+and still rejects changed ones; `off` accepts anything and is only used when asked for.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import paramiko
+
+SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+
+
+class HostKeyRejected(Exception):
+    """The reason, in words a user can act on (fingerprint and the command to run)."""
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's `SHA256:...` form, so users can compare it with `ssh-keygen -lf`."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def host_id(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+class KnownHosts:
+    """One parsed known_hosts file (plus the system file), shared by every node that uses it."""
+
+    _cache: dict[str, "KnownHosts"] = {}
+    _cache_lock = threading.Lock()
+
+    def __init__(self, path: str):
+        self.path = path
+        self.keys = paramiko.HostKeys()
+        self._lock = threading.Lock()
+        for p in (SYSTEM_KNOWN_HOSTS, path):
+            if os.path.isfile(p):
+                try:
+                    self.keys.load(p)
+                except (OSError, paramiko.SSHException, ValueError):
+                    pass  # a broken line must not make every host unknown; paramiko skips most
+
+    @classmethod
+    def get(cls, path: str | None) -> "KnownHosts":
+        path = os.path.expanduser(path or "~/.ssh/known_hosts")
+        with cls._cache_lock:
+            if path not in cls._cache:
+                cls._cache[path] = cls(path)
+            return cls._cache[path]
+
+    @classmethod
+    def forget_all(cls) -> None:
+        with cls._cache_lock:
+            cls._cache.clear()
+
+    def key_types(self, host: str, port: int) -> list[str]:
+        """Types known for a host, so the server offers the key we can verify (as OpenSSH does)."""
+        entry = self.keys.lookup(host_id(host, port))
+        return list(entry.keys()) if entry else []
+
+    def verify(self, host: str, port: int, key: paramiko.PKey, policy: str) -> None:
+        if policy == "off":
+            return
+        name = host_id(host, port)
+        fp = fingerprint(key)
+        entry = self.keys.lookup(name)
+        if entry is not None and key.get_name() in entry:
+            if entry[key.get_name()] == key:
+                return
+            raise HostKeyRejected(
+                f"host key for {name} CHANGED ({key.get_name()} {fp} does not match {self.path}); "
+                f"possible man-in-the-middle. If the node was reinstalled, remove the old key: "
+                f"ssh-keygen -R '{name}' -f {self.path}")
+        if policy == "accept-new":
+            self._append(name, key)
+            return
+        known = f" (known types: {', '.join(entry.keys())})" if entry else ""
+        raise HostKeyRejected(
+            f"unknown host key for {name}: {key.get_name()} {fp}{known}; verify it, then trust it: "
+            f"ssh-keyscan -p {port} -t {key.get_name()} {host} >> {self.path}  "
+            f"(or run with host_key_policy: accept-new)")
+
+    def _append(self, name: str, key: paramiko.PKey) -> None:
+        """Add a line without ever leaving a half-written file (temp file + rename, mode kept)."""
+        with self._lock:
+            self.keys.add(name, key.get_name(), key)
+            p = Path(self.path)
+            p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            old = p.read_bytes() if p.exists() else b""
+            mode = p.stat().st_mode & 0o777 if p.exists() else 0o600
+            line = f"{name} {key.get_name()} {key.get_base64()}\n".encode()
+            if old and not old.endswith(b"\n"):
+                old += b"\n"
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".known_hosts.")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(old + line)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, mode)
+                os.replace(tmp, p)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise

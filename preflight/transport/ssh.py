@@ -1,0 +1,259 @@
+"""SSH transport on paramiko: one connection per node, one exec per batch.
+
+Why not SSHClient: we open the socket ourselves to set TCP_NODELAY (paramiko does not, and each
+channel then stalls ~40 ms, PERFORMANCE.md), keep connect, banner and auth timeouts apart, verify
+host keys against a known_hosts parsed once, and never prompt (BatchMode semantics).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import paramiko
+
+from ..model import CommandOutput, NodeStateKind
+from ..node import Node
+from . import ConnectError
+from .batch import ProbeSpec, remote_command
+from .hostkeys import HostKeyRejected, KnownHosts
+from .stream import POLL_S, collect
+
+DEFAULT_KEY_FILES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
+RETRY_DELAYS_S = (0.2, 0.6)  # connection-level failures only (refused, reset), never auth/host key
+_RETRYABLE = (errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED)
+
+
+@dataclass(frozen=True)
+class _Key:
+    label: str
+    key: paramiko.PKey
+
+
+class KeyStore:
+    """Client keys loaded once and shared (key files, then ssh-agent). Never prompts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[str, list[_Key] | str] = {}
+        self._agent: list[_Key] | None = None
+
+    def for_node(self, node: Node) -> tuple[list[_Key], list[str]]:
+        """Keys to offer and the problems met (an encrypted key without agent, say)."""
+        files = [node.identity_file] if node.identity_file else list(DEFAULT_KEY_FILES)
+        keys: list[_Key] = []
+        problems: list[str] = []
+        for f in files:
+            loaded = self._file(os.path.expanduser(f), explicit=bool(node.identity_file))
+            if isinstance(loaded, str):
+                problems.append(loaded)
+            else:
+                keys.extend(loaded)
+        keys.extend(self._agent_keys())
+        return keys, problems
+
+    def _file(self, path: str, explicit: bool) -> list[_Key] | str:
+        with self._lock:
+            if path not in self._files:
+                self._files[path] = self._load(path, explicit)
+            return self._files[path]
+
+    @staticmethod
+    def _load(path: str, explicit: bool) -> list[_Key] | str:
+        if not os.path.exists(path):
+            return f"identity file {path} not found" if explicit else []
+        try:
+            return [_Key(path, paramiko.PKey.from_path(path))]
+        except paramiko.PasswordRequiredException:
+            return f"{path} is encrypted and needs a passphrase (no prompt in batch mode; load it into ssh-agent)"
+        except (paramiko.SSHException, OSError, ValueError) as exc:
+            return f"cannot read {path}: {exc}"
+
+    def _agent_keys(self) -> list[_Key]:
+        with self._lock:
+            if self._agent is None:
+                try:
+                    agent_keys = paramiko.Agent().get_keys() if os.environ.get("SSH_AUTH_SOCK") else ()
+                except paramiko.SSHException:
+                    agent_keys = ()
+                self._agent = [_Key(f"agent key {k.get_name()}", k) for k in agent_keys]
+            return self._agent
+
+
+class SSHSession:
+    def __init__(self, transport: paramiko.Transport, node: Node, jump: "SSHSession | None" = None):
+        self.transport = transport
+        self.node = node
+        self.jump = jump
+
+    def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
+        chan: list[paramiko.Channel] = []
+
+        def start(script: str) -> None:
+            c = self.transport.open_session(timeout=self.node.connect_timeout)
+            c.settimeout(POLL_S)
+            c.exec_command(remote_command(script))
+            chan.append(c)
+
+        def read() -> bytes | None:
+            c = chan[0]
+            while c.recv_stderr_ready():  # the login shell's own stderr: drain so the window never fills
+                c.recv_stderr(65536)
+            try:
+                data = c.recv(65536)
+            except socket.timeout:
+                return None
+            if data == b"" and c.recv_stderr_ready():
+                return None
+            return data
+
+        def stop() -> None:
+            if chan:
+                chan[0].close()  # stdin EOF on the node: the batch's watcher kills what still runs
+
+        try:
+            return collect(probes, start, read, stop, cancel)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            from . import unfinished
+            return unfinished(probes, {}, f"connection lost: {exc or type(exc).__name__}")
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class SSHTransport:
+    def __init__(self) -> None:
+        self.keys = KeyStore()
+        self._jumps: dict[str, SSHSession] = {}
+        self._jump_lock = threading.Lock()
+        self._sessions: list[SSHSession] = []
+
+    def connect(self, node: Node, cancel: threading.Event) -> SSHSession:
+        sock = self._socket(node, cancel)
+        session = self._handshake(node, sock, node.host)
+        self._sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        for s in self._sessions + list(self._jumps.values()):
+            s.close()
+
+    # -- TCP
+    def _socket(self, node: Node, cancel: threading.Event):
+        if node.proxy_jump:
+            return self._via_jump(node)
+        for attempt, delay in enumerate((*RETRY_DELAYS_S, None)):
+            try:
+                sock = socket.create_connection((node.host, node.port), timeout=node.connect_timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return sock
+            except socket.gaierror as exc:
+                raise ConnectError(NodeStateKind.UNREACHABLE, f"cannot resolve {node.host}: {exc.strerror}") from None
+            except socket.timeout:
+                raise ConnectError(NodeStateKind.UNREACHABLE,
+                                   f"{node.host}:{node.port}: no answer within {node.connect_timeout:g}s "
+                                   f"(connect timeout; host down or packets dropped)") from None
+            except OSError as exc:
+                if exc.errno in _RETRYABLE and delay is not None and not cancel.is_set():
+                    time.sleep(delay)
+                    continue
+                what = {errno.ECONNREFUSED: "connection refused (is sshd running on that port?)",
+                        errno.EHOSTUNREACH: "no route to host", errno.ENETUNREACH: "network unreachable",
+                        errno.ECONNRESET: "connection reset"}.get(exc.errno, exc.strerror or str(exc))
+                raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: {what}") from None
+        raise AssertionError("unreachable")
+
+    def _via_jump(self, node: Node):
+        """One ProxyJump hop: a direct-tcpip channel through a shared connection to the jump host."""
+        spec = node.proxy_jump or ""
+        if "," in spec:
+            raise ConnectError(NodeStateKind.UNREACHABLE,
+                               f"ProxyJump {spec!r}: only one jump host is supported; refusing to connect directly")
+        user, _, hostport = spec.rpartition("@")
+        host, _, port = hostport.partition(":")
+        with self._jump_lock:
+            jump = self._jumps.get(spec)
+            if jump is None or not jump.transport.is_active():
+                jnode = Node(name=f"jump {host}", host=host, port=int(port or 22), user=user or node.user,
+                             identity_file=node.identity_file, known_hosts=node.known_hosts,
+                             host_key_policy=node.host_key_policy, connect_timeout=node.connect_timeout,
+                             banner_timeout=node.banner_timeout, auth_timeout=node.auth_timeout)
+                try:
+                    jump = self._handshake(jnode, self._socket(jnode, threading.Event()), host)
+                except ConnectError as exc:
+                    raise ConnectError(NodeStateKind.UNREACHABLE, f"jump host {spec}: {exc.reason}") from None
+                self._jumps[spec] = jump
+        try:
+            return jump.transport.open_channel("direct-tcpip", (node.host, node.port), ("127.0.0.1", 0),
+                                               timeout=node.connect_timeout)
+        except (paramiko.SSHException, OSError) as exc:
+            raise ConnectError(NodeStateKind.UNREACHABLE,
+                               f"via jump host {spec}: cannot reach {node.host}:{node.port}: {exc}") from None
+
+    # -- SSH
+    def _handshake(self, node: Node, sock, host: str) -> SSHSession:
+        t = paramiko.Transport(sock)
+        t.banner_timeout = node.banner_timeout
+        t.auth_timeout = node.auth_timeout
+        t.handshake_timeout = node.banner_timeout + node.connect_timeout
+        known = KnownHosts.get(node.known_hosts)
+        wanted = known.key_types(host, node.port)
+        if wanted and node.host_key_policy != "off":
+            opts = t.get_security_options()
+            offered = [k for k in opts.key_types if k in wanted or _base_type(k) in wanted]
+            if offered:
+                opts.key_types = offered
+        try:
+            t.start_client(timeout=node.banner_timeout + node.connect_timeout)
+        except paramiko.SSHException as exc:
+            t.close()
+            msg = str(exc)
+            if "banner" in msg.lower():
+                msg = f"no SSH banner within {node.banner_timeout:g}s (port open but not answering as sshd)"
+            raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: {msg}") from None
+        except (OSError, EOFError) as exc:
+            t.close()
+            raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: connection lost during "
+                                                          f"handshake ({exc or type(exc).__name__})") from None
+        try:
+            known.verify(host, node.port, t.get_remote_server_key(), node.host_key_policy)
+        except HostKeyRejected as exc:
+            t.close()
+            raise ConnectError(NodeStateKind.HOSTKEY_REJECTED, str(exc)) from None
+        self._auth(t, node)
+        return SSHSession(t, node)
+
+    def _auth(self, t: paramiko.Transport, node: Node) -> None:
+        user = node.user or _local_user()
+        keys, problems = self.keys.for_node(node)
+        tried: list[str] = []
+        for k in keys:
+            try:
+                t.auth_publickey(user, k.key)
+                if t.is_authenticated():
+                    return
+            except paramiko.AuthenticationException:
+                tried.append(k.label)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                t.close()
+                raise ConnectError(NodeStateKind.UNREACHABLE, f"{user}@{node.host}: connection lost during "
+                                                              f"authentication ({exc})") from None
+        t.close()
+        detail = f"public key rejected (tried {', '.join(tried)})" if tried else "no usable key"
+        if problems:
+            detail += "; " + "; ".join(problems)
+        raise ConnectError(NodeStateKind.AUTH_FAILED, f"{user}@{node.host}:{node.port}: {detail}")
+
+
+def _base_type(key_type: str) -> str:
+    """rsa-sha2-512 and rsa-sha2-256 are signatures over an ssh-rsa key."""
+    return "ssh-rsa" if key_type.startswith("rsa-sha2-") else key_type
+
+
+def _local_user() -> str:
+    import getpass
+
+    return getpass.getuser()
