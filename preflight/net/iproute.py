@@ -1,0 +1,151 @@
+"""Interfaces and routes from iproute2: `ip -j addr` (JSON), plain `ip addr` (older iproute2 without
+`-j`, busybox), and `ip route get`.
+
+One probe command, `ADDR_CMD`, asks for JSON and falls back to text on the node itself, so several
+checks share it and it runs once; `parse_addr` accepts either form.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+
+from ..checkapi import CommandOutput, ParseError
+
+# `ip -j` appeared in iproute2 4.13; older ones print `Option "-j" is unknown` and exit 255.
+ADDR_CMD = "LC_ALL=C ip -j addr show 2>/dev/null || LC_ALL=C ip addr show"
+
+
+@dataclass(frozen=True)
+class Address:
+    ip: str
+    prefixlen: int
+    family: str  # inet | inet6
+    scope: str = "global"
+
+    @property
+    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        return ipaddress.ip_interface(f"{self.ip}/{self.prefixlen}").network
+
+    def __str__(self) -> str:
+        return f"{self.ip}/{self.prefixlen}"
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    flags: tuple[str, ...]
+    operstate: str
+    addrs: tuple[Address, ...] = ()
+
+    @property
+    def up(self) -> bool:
+        """Administratively UP with carrier. `lo` reports operstate UNKNOWN, so flags decide:
+        `<LOOPBACK,UP,LOWER_UP> ... state UNKNOWN`; a cable-less port shows `NO-CARRIER ... state DOWN`."""
+        return "UP" in self.flags and ("LOWER_UP" in self.flags or self.operstate == "UP")
+
+    @property
+    def loopback(self) -> bool:
+        return "LOOPBACK" in self.flags or self.name == "lo"
+
+    def addresses(self, family: str = "inet") -> list[Address]:
+        """Usable addresses of a family; IPv6 link-local (`scope link`) cannot carry HCCL traffic."""
+        return [a for a in self.addrs if a.family == family and a.scope != "link"]
+
+    def state(self) -> str:
+        return "UP" if self.up else ("DOWN" if "UP" not in self.flags else "NO-CARRIER")
+
+
+def parse_addr(out: CommandOutput) -> tuple[Interface, ...]:
+    """`ip -j addr` JSON or plain `ip addr` text -> interfaces in ifindex order."""
+    text = out.stdout.strip()
+    if not text:
+        raise ParseError("ip addr printed nothing", out.stderr)
+    return parse_json(text) if text.startswith("[") else parse_text(text)
+
+
+def parse_json(text: str) -> tuple[Interface, ...]:
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"ip -j addr: invalid JSON ({exc.msg})", text) from None
+    result = []
+    for item in items:
+        addrs = tuple(
+            Address(a["local"], int(a.get("prefixlen", 32)), a.get("family", "inet"), a.get("scope", "global"))
+            for a in item.get("addr_info", []) if "local" in a
+        )
+        result.append(Interface(item["ifname"], tuple(item.get("flags", ())), item.get("operstate", ""), addrs))
+    return tuple(result)
+
+
+# `4: eth0@if5: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1400 qdisc pfifo_fast state UP group default`
+_LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:\s+<([^>]*)>(.*)$")
+# `    inet 192.0.2.2/24 brd 192.0.2.255 scope global eth0` / `    inet6 fe80::1/64 scope link`
+_ADDR = re.compile(r"^\s+(inet6?)\s+([0-9a-fA-F.:]+)(?:/(\d+))?(.*)$")
+
+
+def parse_text(text: str) -> tuple[Interface, ...]:
+    result: list[Interface] = []
+    name, flags, state, addrs = None, (), "", []
+    for line in text.splitlines():
+        if m := _LINK.match(line):
+            if name:
+                result.append(Interface(name, flags, state, tuple(addrs)))
+            rest = m.group(3).split()
+            name, flags, addrs = m.group(1), tuple(f for f in m.group(2).split(",") if f), []
+            state = rest[rest.index("state") + 1] if "state" in rest[:-1] else ""
+        elif (m := _ADDR.match(line)) and name:
+            family, ip, plen, rest = m.groups()
+            words = rest.split()
+            scope = words[words.index("scope") + 1] if "scope" in words[:-1] else "global"
+            addrs.append(Address(ip, int(plen or (32 if family == "inet" else 128)), family, scope))
+        elif line.strip() and not line.startswith(" ") and name is None:
+            raise ParseError("ip addr: unexpected line", line)
+    if name:
+        result.append(Interface(name, flags, state, tuple(addrs)))
+    if not result:
+        raise ParseError("ip addr: no interface found", text)
+    return tuple(result)
+
+
+def owner(interfaces: tuple[Interface, ...], ip: str) -> Interface | None:
+    """The interface that carries `ip` as one of its addresses (any state)."""
+    try:
+        want = ipaddress.ip_address(ip)
+    except ValueError:
+        return None
+    for iface in interfaces:
+        if any(ipaddress.ip_address(a.ip) == want for a in iface.addrs):
+            return iface
+    return None
+
+
+@dataclass(frozen=True)
+class Route:
+    dst: str
+    dev: str | None
+    src: str | None
+    via: str | None
+    kind: str = "unicast"  # unicast | local | unreachable | prohibit | blackhole
+
+
+_ROUTE_KINDS = ("local", "unreachable", "prohibit", "blackhole", "broadcast", "multicast")
+
+
+def parse_route_get(text: str) -> Route:
+    """`192.0.2.9 dev eth0 src 192.0.2.2 uid 0` / `local 192.0.2.2 dev lo table local src 192.0.2.2`
+    / `203.0.113.5 via 192.0.2.1 dev eth0 src 192.0.2.2 uid 0` (the `cache` line is ignored)."""
+    line = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith(" ")), "")
+    words = line.split()
+    if not words:
+        raise ParseError("ip route get printed nothing", text)
+    kind = words.pop(0) if words[0] in _ROUTE_KINDS else "unicast"
+    if not words:
+        raise ParseError("ip route get: no destination", line)
+
+    def after(key: str) -> str | None:
+        return words[words.index(key) + 1] if key in words[:-1] else None
+
+    return Route(words[0], after("dev"), after("src"), after("via"), kind)
