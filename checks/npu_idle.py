@@ -1,0 +1,97 @@
+"""npu.idle: no process holds an NPU, and no HBM is held by a job that is not listed.
+
+What it checks: the process table of `npu-smi info` lists no process (names may be blank when
+the process lives in another container; one NPU can have several rows): any row fails, listing
+NPU, chip, PID, name and memory. A chip whose HBM in use is above `max_hbm_used_pct` (10%) of its
+total while no process is listed on it warns: memory held from another container or a zombie.
+
+Why it matters: a leftover job's process keeps its HBM and its HCCL ports; the new job's ranks
+on that NPU run out of memory or fail to bind (`EJ0003 ... The IP address and port have been
+bound already`).
+
+How to fix: stop the process (`kill <pid>`, or `docker ps` / `kubectl get pods` to find the
+container that owns it when the name is blank); when no process is listed but HBM is in use,
+find the container holding /dev/davinciN (`lsof /dev/davinci<N>`) or reset the chip with
+`npu-smi set -t reset -i N -c M`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from preflight import ascend
+from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed, skipped
+from preflight.parsers import npu_smi
+
+ID = "npu.idle"
+SCOPE = "node"
+DEFAULTS = {"max_hbm_used_pct": 10.0}
+PROBE = ascend.NPU_SMI_PROBE
+
+
+@dataclass(frozen=True)
+class Facts:
+    unavailable: str | None  # why there is no table (npu.health reports it)
+    chips: tuple[npu_smi.Chip, ...] = ()
+    processes: tuple[npu_smi.Process, ...] = ()
+
+
+def probes(node, params) -> dict[str, str]:
+    return {PROBE: ascend.NPU_SMI_INFO}
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+    out = outputs.get(PROBE)
+    if out is None or not out.ok:
+        why = "timed out" if out is not None and out.timed_out else f"exit code {out.rc if out else None}"
+        return Facts(f"npu-smi info gave no device table ({why}); see npu.health")
+    table = npu_smi.parse_info(out.stdout)
+    return Facts(None, table.chips, table.processes)
+
+
+def _hbm_pct(chip: npu_smi.Chip) -> float | None:
+    """HBM used in % of total; on 310/310P (no HBM column) the DDR Memory-Usage pair."""
+    used, total = ((chip.hbm_used_mb, chip.hbm_total_mb) if chip.hbm_total_mb is not None
+                   else (chip.mem_used_mb, chip.mem_total_mb))
+    return 100.0 * used / total if used is not None and total else None
+
+
+def _ref(chip: npu_smi.Chip, **extra) -> dict:
+    return {"device": chip.logical_id, "npu": chip.npu, "chip": chip.chip, **extra}
+
+
+def evaluate(facts: Facts, params, node) -> list[Finding]:
+    if facts.unavailable:
+        return [skipped(facts.unavailable)]
+    by_pos = {(c.npu, c.chip): c for c in facts.chips}
+    metrics = [Metric("hbm_used", c.hbm_used_mb if c.hbm_used_mb is not None else c.mem_used_mb or 0, "MB",
+                      {"device": str(c.logical_id)}).to_dict() for c in facts.chips]
+    if facts.processes:
+        return [_busy(facts, by_pos, metrics)]
+    limit = params["max_hbm_used_pct"]
+    held = [(c, pct) for c in facts.chips if (pct := _hbm_pct(c)) is not None and pct > limit]
+    if held:
+        return [Finding(Status.WARN, "; ".join(
+            f"device {c.logical_id} HBM {pct:.0f}% in use with no process listed, expected at most {limit:g}%"
+            for c, pct in held), {
+            "failed_devices": [c.logical_id for c, _ in held], "metrics": metrics,
+            "devices": [_ref(c, hbm_used_mb=c.hbm_used_mb, hbm_total_mb=c.hbm_total_mb) for c, _ in held],
+        }, remediation=("Find the container or process holding the NPU (`lsof /dev/davinci<N>`, `docker ps`) "
+                        "and stop it, or reset the chip with `npu-smi set -t reset -i <npu> -c <chip>`"))]
+    return [passed(f"{len(facts.chips)} chips idle: no process, HBM use at most {limit:g}%", metrics=metrics)]
+
+
+def _busy(facts: Facts, by_pos, metrics) -> Finding:
+    rows = []
+    for p in facts.processes:
+        chip = by_pos.get((p.npu, p.chip))
+        rows.append({"device": chip.logical_id if chip else None, "npu": p.npu, "chip": p.chip, "pid": p.pid,
+                     "name": p.name, "memory_mb": p.memory_mb, "pid_in_container": p.pid_in_container})
+    text = "; ".join(f"NPU {r['npu']} chip {r['chip']}: pid {r['pid']} {r['name'] or '(no name: other container)'} "
+                     f"{r['memory_mb']} MB" for r in rows)
+    failed = sorted({r["device"] for r in rows if r["device"] is not None})
+    pids = " ".join(sorted({str(r["pid"]) for r in rows}))
+    return Finding(Status.FAIL, f"{len(rows)} process(es) on NPUs, expected none: {text}", {
+        "failed_devices": failed, "processes": rows, "devices": rows, "metrics": metrics,
+    }, remediation=(f"Stop the leftover job: `kill {pids}` (for a blank name find the owning container with "
+                    f"`docker ps` / `kubectl get pods -o wide` and stop it), then re-run preflight"))
