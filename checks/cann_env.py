@@ -1,0 +1,260 @@
+"""cann.env: the CANN toolkit's set_env.sh works, versions are readable and compatible, and the
+launch environment has the toolkit and the driver libraries.
+
+What it checks:
+* set_env.sh exists (`<ascend_home>/ascend-toolkit/set_env.sh`, or the newer
+  `<ascend_home>/cann/set_env.sh`); sourced in a clean non-interactive bash it sets
+  ASCEND_HOME_PATH, ASCEND_TOOLKIT_HOME and ASCEND_OPP_PATH to existing directories and puts the
+  toolkit's lib64 into LD_LIBRARY_PATH;
+* the toolkit version (`ascend_toolkit_install.info`), the driver's (`driver/version.info`) and
+  the firmware's (`firmware/version.info`) are readable (a missing file fails, naming it);
+* they are compatible: the driver inside the firmware's `compatible_version_drv` ranges, the
+  firmware inside the driver's `compatible_version_fw`, the driver's `Innerversion` code inside
+  the toolkit's `compatible_version` list; otherwise it warns quoting both lines;
+* the launch environment (what the launcher's shell sees, plus the inventory's env_files) already
+  has the toolkit sourced and the driver's lib64/common and lib64/driver in LD_LIBRARY_PATH
+  (those belong to the driver, not to set_env.sh); otherwise it warns with the line to add.
+
+Why it matters: without the sourced toolkit, torch_npu cannot find libascendcl/opp and every rank
+dies at import; a driver/firmware/toolkit mismatch gives device-id and HCCL errors at runtime
+(e.g. `rtGetDeviceIndexByPhyId execute failed`); `source set_env.sh` in ~/.bashrc is skipped by
+non-interactive SSH shells, which is how launchers start ranks.
+
+How to fix: install the toolkit (or point ascend_home at it); add
+`source <ascend_home>/ascend-toolkit/set_env.sh` to an env_files script or to the top of ~/.bashrc
+(before its interactive-only guard); export the driver lib64 dirs; upgrade driver, firmware and
+toolkit to a compatible set (see the compatibility table of the CANN release notes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from preflight import launchenv
+from preflight.checkapi import CommandOutput, Finding, ParseError, Status, first_line, passed, q, require_ok
+from preflight.parsers import versions
+
+ID = "cann.env"
+SCOPE = "node"
+DEFAULTS: dict = {}
+SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")
+TOOLKIT_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")
+DRIVER_LIB_DIRS = ("driver/lib64/common", "driver/lib64/driver")
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _home(node) -> str:
+    return node.ascend_home.rstrip("/")
+
+
+def set_env_script(node) -> str:
+    """Bash text for the clean shell: find set_env.sh, source it, report the variables, whether
+    their directories exist, and the toolkit install.info. Output lines (one shape, framed):
+    `@@set_env <path>` + `@@rc <n>` or `@@set_env_missing`; `@@var NAME=value`; `@@dir NAME`
+    when that directory exists; `@@info <path>`, the file, `@@end`."""
+    home = _home(node)
+    cands = " ".join(q(f"{home}/{c}") for c in SET_ENV_CANDIDATES)
+    return (
+        f"found=; for f in {cands}; do if [ -f \"$f\" ]; then found=$f; echo \"@@set_env $f\"; "
+        f". \"$f\" >/dev/null 2>&1; echo \"@@rc $?\"; break; fi; done; "
+        f"[ -n \"$found\" ] || echo @@set_env_missing; "
+        f"for v in {' '.join(TOOLKIT_VARS)} LD_LIBRARY_PATH; do eval \"x=\\${{$v-}}\"; "
+        f"printf '@@var %s=%s\\n' \"$v\" \"$x\"; if [ -n \"$x\" ] && [ -d \"$x\" ]; then echo \"@@dir $v\"; fi; done; "
+        f"for f in \"${{ASCEND_TOOLKIT_HOME:-{home}/ascend-toolkit/latest}}\"/*-linux/ascend_toolkit_install.info; do "
+        f"if [ -f \"$f\" ]; then echo \"@@info $f\"; cat \"$f\"; echo; echo @@end; break; fi; done"
+    )
+
+
+def probes(node, params) -> dict[str, str]:
+    home = _home(node)
+    clean = f"env -i HOME=\"$HOME\" PATH={CLEAN_PATH} bash --noprofile --norc -c {q(set_env_script(node))}"
+    return {
+        "set_env": clean,
+        "driver_info": f"cat {q(home + '/driver/version.info')}",
+        "firmware_info": f"cat {q(home + '/firmware/version.info')}",
+        **launchenv.probe(node),
+    }
+
+
+@dataclass(frozen=True)
+class Facts:
+    set_env_path: str | None  # None: neither candidate exists
+    set_env_rc: int | None
+    env: dict[str, str]  # TOOLKIT_VARS and LD_LIBRARY_PATH after sourcing, in the clean shell
+    existing_dirs: tuple[str, ...]  # of TOOLKIT_VARS, those naming an existing directory
+    toolkit_info_path: str | None
+    toolkit: dict[str, str] = field(default_factory=dict)  # ascend_toolkit_install.info
+    driver: dict[str, str] = field(default_factory=dict)  # driver/version.info
+    firmware: dict[str, str] = field(default_factory=dict)  # firmware/version.info
+    missing_files: tuple[str, ...] = ()  # version files that are not there
+    launch_env: dict[str, str] | None = None  # None: could not be read
+
+    @property
+    def toolkit_version(self) -> str | None:
+        return self.toolkit.get("version")
+
+    @property
+    def driver_version(self) -> str | None:
+        return self.driver.get("Version")
+
+    @property
+    def firmware_version(self) -> str | None:
+        return self.firmware.get("Version")
+
+
+def _read_set_env(text: str) -> tuple:
+    path = rc = info_path = None
+    env: dict[str, str] = {}
+    dirs: list[str] = []
+    info_lines: list[str] | None = None
+    for line in text.splitlines():
+        if info_lines is not None:
+            if line == "@@end":
+                break
+            info_lines.append(line)
+        elif line.startswith("@@set_env "):
+            path = line.split(" ", 1)[1]
+        elif line.startswith("@@rc "):
+            rc = int(line.split()[1])
+        elif line.startswith("@@var "):
+            key, _, value = line[6:].partition("=")
+            env[key] = value
+        elif line.startswith("@@dir "):
+            dirs.append(line.split()[1])
+        elif line.startswith("@@info "):
+            info_path, info_lines = line.split(" ", 1)[1], []
+    if "LD_LIBRARY_PATH" not in env:
+        raise ParseError("cann.env: the set_env.sh probe printed no variables", text)
+    return path, rc, env, tuple(dirs), info_path, "\n".join(info_lines or [])
+
+
+def _version_file(out: CommandOutput | None, path: str, missing: list[str]) -> dict[str, str]:
+    out = require_ok(out, f"cat {path}")
+    if out.rc != 0:
+        missing.append(path)
+        return {}
+    return versions.parse_info(out.stdout)
+
+
+def _launch(out: CommandOutput | None) -> dict[str, str] | None:
+    try:
+        return launchenv.parse(out)
+    except ParseError:
+        return None
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+    set_env = require_ok(outputs.get("set_env"), "sourcing set_env.sh")
+    path, rc, env, dirs, info_path, info_text = _read_set_env(set_env.stdout)
+    missing: list[str] = []
+    driver_path = _cat_path(outputs, "driver_info")
+    driver = _version_file(outputs.get("driver_info"), driver_path, missing)
+    firmware = _version_file(outputs.get("firmware_info"), _cat_path(outputs, "firmware_info"), missing)
+    toolkit = versions.parse_info(info_text) if info_path else {}
+    return Facts(path, rc, env, dirs, info_path, toolkit, driver, firmware, tuple(missing),
+                 _launch(outputs.get(launchenv.PROBE_NAME)))
+
+
+def _cat_path(outputs, name: str) -> str:
+    """The path a `cat` probe read, recovered from its error text (`cat: <path>: No such file`)."""
+    out = outputs.get(name)
+    text = (out.stderr or out.stdout) if out else ""
+    return text.split(":")[1].strip() if text.startswith("cat:") and text.count(":") >= 2 else name
+
+
+def _lib_dirs(ld_path: str | None) -> set[str]:
+    return {p.rstrip("/") for p in (ld_path or "").split(":") if p}
+
+
+# ---- judgement --------------------------------------------------------------------------------
+
+
+def _install_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
+    """(status, message, fix) for set_env.sh, the variables, and the version files."""
+    home = _home(node)
+    if facts.set_env_path is None:
+        paths = " or ".join(f"{home}/{c}" for c in SET_ENV_CANDIDATES)
+        return [(Status.FAIL, f"set_env.sh not found: looked for {paths}",
+                 f"Install the CANN toolkit (Ascend-cann-toolkit_<ver>_linux-<arch>.run --install) or set "
+                 f"ascend_home in the inventory to where it is installed")]
+    found = []
+    if facts.set_env_rc not in (0, None):
+        found.append((Status.FAIL, f"sourcing {facts.set_env_path} exited with {facts.set_env_rc}",
+                      f"Run `bash -c 'source {facts.set_env_path}'` on the node and fix the error it prints"))
+    for var in TOOLKIT_VARS:
+        value = facts.env.get(var, "")
+        if var not in facts.existing_dirs:
+            what = f"{var}={value}, not an existing directory" if value else f"{var} not set"
+            found.append((Status.FAIL, f"after sourcing {facts.set_env_path}: {what}",
+                          f"Reinstall the CANN toolkit so that {facts.set_env_path} sets {var} to its install dir"))
+    tk_home = facts.env.get("ASCEND_TOOLKIT_HOME", "").rstrip("/")
+    if tk_home and f"{tk_home}/lib64" not in _lib_dirs(facts.env.get("LD_LIBRARY_PATH")):
+        found.append((Status.FAIL, f"after sourcing {facts.set_env_path}: LD_LIBRARY_PATH lacks {tk_home}/lib64",
+                      f"Reinstall the CANN toolkit; {facts.set_env_path} must add {tk_home}/lib64"))
+    for path in facts.missing_files + (() if facts.toolkit_info_path else (f"{tk_home or home + '/ascend-toolkit/latest'}/<arch>-linux/ascend_toolkit_install.info",)):
+        found.append((Status.FAIL, f"{path} missing",
+                      f"Reinstall the package that owns {path} (driver, firmware or CANN toolkit run package)"))
+    return found
+
+
+def _compat_problems(facts: Facts) -> list[tuple[Status, str, str]]:
+    """Driver/firmware/toolkit compatibility, each quoting both lines it compared."""
+    fix = ("Install a matching driver/firmware/toolkit set (the CANN release notes list the compatible "
+           "versions): upgrade with the Ascend-hdk-*-npu-driver/firmware run packages, then reboot")
+    found = []
+    drv, fw, tk = facts.driver, facts.firmware, facts.toolkit
+    if drv.get("Version") and fw.get("compatible_version_drv"):
+        ranges = versions.parse_ranges(fw["compatible_version_drv"])
+        if ranges and not any(versions.in_version_range(drv["Version"], lo, hi) for lo, hi in ranges):
+            found.append((Status.WARN, f"driver Version={drv['Version']} outside firmware "
+                          f"compatible_version_drv={fw['compatible_version_drv']}", fix))
+    if fw.get("Version") and drv.get("compatible_version_fw"):
+        ranges = versions.parse_ranges(drv["compatible_version_fw"])
+        if ranges and not any(versions.in_version_range(fw["Version"], lo, hi) for lo, hi in ranges):
+            found.append((Status.WARN, f"firmware Version={fw['Version']} outside driver "
+                          f"compatible_version_fw={drv['compatible_version_fw']}", fix))
+    if drv.get("Innerversion") and tk.get("compatible_version"):
+        if versions.code_compatible(drv["Innerversion"], tk["compatible_version"]) is False:
+            found.append((Status.WARN, f"driver Innerversion={drv['Innerversion']} not in toolkit "
+                          f"{tk.get('version')} compatible_version={tk['compatible_version']}", fix))
+    return found
+
+
+def _launch_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
+    env = facts.launch_env
+    if env is None:
+        return [(Status.WARN, "launch environment could not be read", f"Run `{launchenv.command(node, 'env')}` "
+                 "on the node and fix the env_files it cannot source")]
+    found = []
+    libs = _lib_dirs(env.get("LD_LIBRARY_PATH"))
+    tk_home = (facts.env.get("ASCEND_TOOLKIT_HOME") or "").rstrip("/")
+    sourced = bool(env.get("ASCEND_TOOLKIT_HOME") or env.get("ASCEND_HOME_PATH")) and (
+        not tk_home or f"{tk_home}/lib64" in libs)
+    if not sourced and facts.set_env_path:
+        found.append((Status.WARN, "launch environment does not have the CANN toolkit sourced "
+                      "(ASCEND_TOOLKIT_HOME unset or its lib64 not in LD_LIBRARY_PATH)",
+                      f"Add `source {facts.set_env_path}` to an env_files script of the inventory, or at the "
+                      f"top of ~/.bashrc before its interactive-only guard"))
+    home = _home(node)
+    absent = [f"{home}/{d}" for d in DRIVER_LIB_DIRS if f"{home}/{d}" not in libs]
+    if absent:
+        found.append((Status.WARN, f"launch environment LD_LIBRARY_PATH lacks the driver's {' '.join(absent)}",
+                      f"Add `export LD_LIBRARY_PATH={':'.join(absent)}:$LD_LIBRARY_PATH` to the launch "
+                      f"environment (an env_files script, or ~/.bashrc before its interactive-only guard)"))
+    return found
+
+
+def evaluate(facts: Facts, params, node) -> list[Finding]:
+    problems = _install_problems(facts, node) + _compat_problems(facts) + _launch_problems(facts, node)
+    versions_seen = {"toolkit_version": facts.toolkit_version, "driver_version": facts.driver_version,
+                     "firmware_version": facts.firmware_version, "set_env": facts.set_env_path}
+    if not problems:
+        return [passed(f"CANN {facts.toolkit_version}, driver {facts.driver_version}, firmware "
+                       f"{facts.firmware_version}: set_env.sh works, versions compatible, launch env sourced",
+                       **versions_seen)]
+    status = Status.FAIL if any(s is Status.FAIL for s, _, _ in problems) else Status.WARN
+    worst_first = sorted(problems, key=lambda p: p[0] is not Status.FAIL)
+    return [Finding(status, "; ".join(m for _, m, _ in worst_first),
+                    {**versions_seen, "problems": [m for _, m, _ in worst_first], "failed_devices": []},
+                    remediation=worst_first[0][2] + (f" (and {len(problems) - 1} more: see details.problems)"
+                                                     if len(problems) > 1 else ""))]
