@@ -26,7 +26,12 @@ class CheckInfo:
 
     @property
     def title(self) -> str:
-        return self.doc.splitlines()[0] if self.doc else ""
+        """The docstring's first line, without a leading `id:` / `id —` that repeats the id."""
+        first = self.doc.splitlines()[0] if self.doc else ""
+        for sep in (":", " —", " -"):
+            if first.startswith(self.id + sep):
+                return first[len(self.id) + len(sep):].strip(" :—-")
+        return first
 
     def has(self, name: str) -> bool:
         return callable(getattr(self.module, name, None))
@@ -39,7 +44,7 @@ def module_name(check_id: str) -> str:
 @lru_cache(maxsize=1)
 def discover() -> dict[str, CheckInfo]:
     """All checks, ssh.connect first, then node checks, then cluster checks, each by id."""
-    from .. import checks as _pkg  # type: ignore[attr-defined]  (preflight.checks)
+    from . import checks as _pkg  # preflight.checks: the top-level checks/ folder, packaged
 
     found: list[CheckInfo] = []
     for mod in pkgutil.iter_modules(_pkg.__path__):

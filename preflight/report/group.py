@@ -1,0 +1,47 @@
+"""Group identical results across nodes (ClusterShell's dshbak idea): one line for node[01-64]."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import SEVERITY, Report, Result, Status
+from ..nodeset import fold
+
+CLUSTER = "_cluster"
+
+
+@dataclass(frozen=True)
+class Group:
+    check: str
+    status: Status
+    summary: str
+    remediation: str | None
+    nodes: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return fold(self.nodes) if self.nodes != (CLUSTER,) else "cluster"
+
+
+def grouped(report: Report) -> list[Group]:
+    """Failures first; within a status, check order of the report; identical lines folded."""
+    order = {c: i for i, c in enumerate(dict.fromkeys(r.check for r in report.results))}
+    buckets: dict[tuple, list[str]] = {}
+    for r in report.results:
+        key = (r.check, r.status, r.summary, r.remediation)
+        buckets.setdefault(key, []).append(r.node or CLUSTER)
+    groups = [Group(c, s, summ, rem, tuple(nodes)) for (c, s, summ, rem), nodes in buckets.items()]
+    return sorted(groups, key=lambda g: (-SEVERITY[g.status], order[g.check]))
+
+
+def by_node(report: Report) -> dict[str, dict[str, Status]]:
+    """node -> check -> worst status, for the matrix view."""
+    matrix: dict[str, dict[str, Status]] = {}
+    for r in report.results:
+        row = matrix.setdefault(r.node or CLUSTER, {})
+        if r.check not in row or SEVERITY[r.status] > SEVERITY[row[r.check]]:
+            row[r.check] = r.status
+    return matrix
+
+
+def worst_results(results: list[Result]) -> list[Result]:
+    return sorted(results, key=lambda r: -SEVERITY[r.status])

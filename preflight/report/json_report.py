@@ -1,0 +1,29 @@
+"""The JSON report, exactly as SPEC.md fixes it (schema preflight.report/1)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..model import Report
+
+SCHEMA = "preflight.report/1"
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "tool_version": report.tool_version,
+        "started_at": report.started_at,
+        "finished_at": report.finished_at,
+        "cluster": report.cluster,
+        "inventory": {"path": report.inventory_path, "sha256": report.inventory_sha256},
+        "verdict": report.verdict,
+        "exit_code": report.exit_code,
+        "nodes": [n.to_dict() for n in report.nodes],
+        "results": [r.to_dict() for r in report.results],
+        "summary": report.counts(),
+    }
+
+
+def render(report: Report) -> str:
+    return json.dumps(to_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"

@@ -1,0 +1,27 @@
+"""Markdown for tickets and chat: the same grouped checklist as the terminal view."""
+from __future__ import annotations
+
+from ..model import Report, Status
+from .group import grouped
+from .table import VERDICT
+
+
+def _cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", "<br>")
+
+
+def render(report: Report) -> str:
+    word, _ = VERDICT[report.verdict]
+    lines = [f"# preflight{': ' + report.cluster if report.cluster else ''} — {word} (exit {report.exit_code})", "",
+             f"Started {report.started_at}, finished {report.finished_at}; {len(report.nodes)} nodes; "
+             f"inventory `{report.inventory_path}`.", ""]
+    bad = [n for n in report.nodes if n.state.value != "ok"]
+    if bad:
+        lines += ["## Nodes not reached", ""] + [f"- `{n.name}` ({n.host}): {n.state.value}: {n.error}" for n in bad] + [""]
+    lines += ["## Checks", "", "| status | check | nodes | finding | fix |", "|---|---|---|---|---|"]
+    for g in grouped(report):
+        fix = g.remediation if g.status in (Status.FAIL, Status.WARN, Status.ERROR) else ""
+        lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | {_cell(fix)} |")
+    counts = report.counts()
+    lines += ["", "Summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()), ""]
+    return "\n".join(lines)

@@ -1,0 +1,73 @@
+"""The checklist a person reads: verdict first, failures first, identical lines folded across nodes,
+each fail/warn with its fix; past a handful of nodes, a node-by-check matrix as well."""
+from __future__ import annotations
+
+from rich.console import Console, Group as RGroup
+from rich.table import Table
+from rich.text import Text
+
+from ..model import NodeStateKind, Report, Status
+from .group import by_node, grouped
+
+STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "yellow",
+         Status.PASS: "green", Status.SKIP: "dim"}
+MARK = {Status.FAIL: "✗", Status.ERROR: "?", Status.WARN: "!", Status.PASS: "✓", Status.SKIP: "-"}
+VERDICT = {"ready": ("READY", "bold green"), "not_ready": ("NOT READY", "bold red"),
+           "incomplete": ("INCOMPLETE", "bold magenta")}
+MATRIX_FROM_NODES = 6
+
+
+def header(report: Report) -> Text:
+    word, style = VERDICT[report.verdict]
+    states: dict[str, int] = {}
+    for n in report.nodes:
+        states[n.state.value] = states.get(n.state.value, 0) + 1
+    t = Text("preflight", style="bold")
+    if report.cluster:
+        t.append(f" · {report.cluster}")
+    t.append(" · ")
+    t.append(word, style=style)
+    t.append(f" (exit {report.exit_code}) · {len(report.nodes)} nodes: ")
+    t.append(", ".join(f"{v} {k}" for k, v in sorted(states.items())))
+    if report.interrupted:
+        t.append(" · interrupted, partial report", style="bold magenta")
+    return t
+
+
+def checklist(report: Report, show_pass: bool = True) -> Table:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
+    for col in ("status", "check", "nodes", "finding"):
+        table.add_column(col, overflow="fold")
+    for g in grouped(report):
+        if g.status is Status.PASS and not show_pass:
+            continue
+        finding = Text(g.summary)  # node text: never markup (brackets in node ranges and tool output)
+        if g.remediation and g.status in (Status.FAIL, Status.WARN, Status.ERROR):
+            finding.append("\nfix: ", style="bold")
+            finding.append(g.remediation)
+        table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]), Text(g.check), Text(g.label), finding)
+    return table
+
+
+def matrix(report: Report) -> Table:
+    cells = by_node(report)
+    checks = list(dict.fromkeys(r.check for r in report.results if r.node))
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("node")
+    for c in checks:
+        table.add_column(c, justify="center")
+    for n in report.nodes:
+        row = cells.get(n.name, {})
+        label = Text(n.name, style="" if n.state is NodeStateKind.OK else "bold magenta")
+        table.add_row(label, *[Text(MARK[row[c]], style=STYLE[row[c]]) if c in row else Text("") for c in checks])
+    return table
+
+
+def render(report: Report, console: Console) -> None:
+    parts = [header(report), Text(""), checklist(report)]
+    if len(report.nodes) >= MATRIX_FROM_NODES:
+        parts += [Text(""), matrix(report)]
+    counts = report.counts()
+    parts += [Text(""), Text("summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()))]
+    console.print(RGroup(*parts))
+

@@ -1,0 +1,356 @@
+"""Select checks -> gather probes per node -> parse/evaluate -> plan cluster probes -> evaluate -> Report.
+
+Gather once, check many: every check's probes for a node are deduplicated and sent as one batch
+(a second batch only for follow-ups that depend on the first). Nodes run concurrently, bounded by
+`forks`; one node's failure, hang or garbage never blocks or hides the others; `deadline` bounds the
+whole run and what a node finished before it is kept.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from . import __version__
+from .checkapi import ClusterContext, Finding, ParseError, Probe
+from .inventory import Inventory
+from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
+from .node import Node
+from .registry import CONNECT_ID, CheckInfo, discover, select
+from .transport import ConnectError, Session, Transport
+from .transport.batch import ProbeSpec
+
+NODE_UNREACHABLE = "node unreachable"
+
+
+@dataclass
+class Options:
+    checks: list[str] | None = None
+    skip: list[str] | None = None
+    forks: int = 64
+    deadline: float | None = None
+    strict: bool = False
+    skip_on_node: Callable[[str, Node], str | None] | None = None  # (check id, node) -> reason
+
+
+@dataclass
+class NodeRun:
+    """Everything known about one node during a run (touched by one worker thread at a time)."""
+
+    node: Node
+    state: NodeStateKind = NodeStateKind.OK
+    error: str | None = None
+    session: Session | None = None
+    outputs: dict[str, dict[str, CommandOutput]] = field(default_factory=dict)  # check -> name -> out
+    facts: dict[str, Any] = field(default_factory=dict)
+    results: list[Result] = field(default_factory=list)
+    done: bool = False
+
+
+def _spec(probe: str | Probe, node: Node) -> tuple[str, float]:
+    if isinstance(probe, Probe):
+        return probe.cmd, probe.timeout or node.probe_timeout
+    return probe, node.probe_timeout
+
+
+def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, str | Probe]],
+              cancel: threading.Event, recorder=None) -> dict[str, dict[str, CommandOutput]]:
+    """{check: {name: cmd}} -> {check: {name: output}}, identical commands sent once."""
+    by_cmd: dict[str, ProbeSpec] = {}
+    for probes in wanted.values():
+        for probe in probes.values():
+            cmd, timeout = _spec(probe, node)
+            if cmd not in by_cmd or by_cmd[cmd].timeout < timeout:
+                by_cmd[cmd] = ProbeSpec(key=f"p{len(by_cmd)}" if cmd not in by_cmd else by_cmd[cmd].key,
+                                        cmd=cmd, timeout=timeout)
+    specs = list(by_cmd.values())
+    outputs = session.run(specs, cancel) if specs else {}
+    if recorder is not None:
+        recorder.add(node.name, specs, outputs)
+    return {check: {name: outputs[by_cmd[_spec(p, node)[0]].key] for name, p in probes.items()}
+            for check, probes in wanted.items()}
+
+
+class Runner:
+    def __init__(self, inventory: Inventory, transport: Transport, options: Options | None = None,
+                 cancel: threading.Event | None = None, progress: Callable[[int, int, int], None] | None = None,
+                 recorder=None):
+        self.inv = inventory
+        self.transport = transport
+        self.opts = options or Options()
+        self.cancel = cancel or threading.Event()
+        self.progress = progress
+        self.recorder = recorder
+        self.every = discover()
+        self.reported, self.active = select(self.opts.checks, self.opts.skip)
+        self.runs = {n.name: NodeRun(n) for n in inventory.nodes}
+        self.cluster_results: list[Result] = []
+        self.interrupted = False
+        self._lock = threading.Lock()
+        self._finished = 0
+        self._failed = 0
+
+    # ------------------------------------------------------------ public
+    def run(self) -> Report:
+        started = _now()
+        t_end = time.monotonic() + self.opts.deadline if self.opts.deadline else None
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.opts.forks, len(self.runs))))
+        try:
+            futures = [pool.submit(self._node_phase, r) for r in self.runs.values()]
+            self._wait(futures, t_end)
+            if not self.cancel.is_set():
+                self._cluster_phase(pool, t_end)
+        finally:
+            self.cancel_if_deadline(t_end)
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._close_sessions()
+        return self._report(started)
+
+    def cancel_if_deadline(self, t_end: float | None) -> None:
+        if t_end is not None and time.monotonic() >= t_end:
+            self.cancel.set()
+
+    # ------------------------------------------------------------ waiting
+    def _wait(self, futures, t_end: float | None) -> None:
+        pending = set(futures)
+        while pending:
+            timeout = 0.2 if t_end is None else max(0.0, min(0.2, t_end - time.monotonic()))
+            _, pending = wait(pending, timeout=timeout)
+            if self.cancel.is_set():
+                break
+            if t_end is not None and time.monotonic() >= t_end:
+                self.cancel.set()
+                break
+        if pending:
+            wait(pending, timeout=3.0)  # workers see `cancel` within a poll interval
+
+    # ------------------------------------------------------------ per node
+    def _node_checks(self) -> list[CheckInfo]:
+        return [self.every[c] for c in self.active if c != CONNECT_ID and self.every[c].has("probes")]
+
+    def _node_phase(self, run: NodeRun) -> None:
+        t0 = time.monotonic()
+        try:
+            if self.cancel.is_set():
+                return
+            try:
+                run.session = self.transport.connect(run.node, self.cancel)
+            except ConnectError as exc:
+                run.state, run.error = exc.state, exc.reason
+                if self.recorder is not None:
+                    self.recorder.state(run.node.name, exc.state, exc.reason)
+                return
+            self._add(run, Result(CONNECT_ID, run.node.name, Status.PASS,
+                                  f"connected to {run.node.user or ''}{'@' if run.node.user else ''}"
+                                  f"{run.node.host}:{run.node.port}", duration_s=time.monotonic() - t0))
+            checks = self._node_checks()
+            self._gather(run, checks)
+            for info in checks:
+                if info.scope == "node" and info.id in self.reported:
+                    self._evaluate_node(run, info)
+        finally:
+            run.done = True
+            self._tick(run)
+
+    def _gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
+        node = run.node
+        wanted = {c.id: c.module.probes(node, self._params(node, c)) for c in checks}
+        run.outputs = run_batch(run.session, node, wanted, self.cancel, self.recorder)
+        more = {}
+        for c in checks:
+            if c.has("followup"):
+                extra = c.module.followup(run.outputs[c.id], node, self._params(node, c)) or {}
+                if extra:
+                    more[c.id] = extra
+        if more and not self.cancel.is_set():
+            for cid, outs in run_batch(run.session, node, more, self.cancel, self.recorder).items():
+                run.outputs[cid].update(outs)
+        for c in checks:
+            try:
+                run.facts[c.id] = c.module.parse(run.outputs[c.id])
+            except Exception as exc:  # noqa: BLE001 - kept as the check's error result
+                run.facts[c.id] = exc
+
+    def _evaluate_node(self, run: NodeRun, info: CheckInfo) -> None:
+        t0 = time.monotonic()
+        node = run.node
+        probe_time = sum(o.duration_s for o in run.outputs.get(info.id, {}).values())
+        reason = self._blocked(run, info)
+        facts = run.facts.get(info.id)
+        if reason:
+            findings = [Finding(Status.SKIP, reason)]
+        elif isinstance(facts, BaseException):
+            findings = [_error_finding(info, facts, run.outputs.get(info.id, {}))]
+        else:
+            try:
+                findings = list(info.module.evaluate(facts, self._params(node, info), node))
+            except Exception as exc:  # noqa: BLE001
+                findings = [_error_finding(info, exc, {})]
+        duration = probe_time + (time.monotonic() - t0)
+        for f in findings or [Finding(Status.ERROR, "the check returned no result")]:
+            self._add(run, _result(info.id, node.name, f, duration))
+
+    def _blocked(self, run: NodeRun, info: CheckInfo) -> str | None:
+        if self.opts.skip_on_node:
+            reason = self.opts.skip_on_node(info.id, run.node)
+            if reason:
+                return reason
+        for dep in info.requires:
+            statuses = [r.status for r in run.results if r.check == dep]
+            if statuses and worst(statuses) in (Status.FAIL, Status.ERROR):
+                return f"blocked by {dep} ({worst(statuses).value}) on this node"
+        return None
+
+    def _params(self, node: Node, info: CheckInfo) -> dict[str, Any]:
+        return node.check_params(info.id, info.defaults)
+
+    def _add(self, run: NodeRun, result: Result) -> None:
+        run.results.append(result)
+
+    def _tick(self, run: NodeRun) -> None:
+        with self._lock:
+            self._finished += 1
+            if run.state is not NodeStateKind.OK or any(r.status is Status.FAIL for r in run.results):
+                self._failed += 1
+            if self.progress:
+                self.progress(self._finished, len(self.runs), self._failed)
+
+    # ------------------------------------------------------------ cluster
+    def _cluster_phase(self, pool: ThreadPoolExecutor, t_end: float | None) -> None:
+        cluster = [self.every[c] for c in self.active if self.every[c].scope == "cluster"]
+        if not cluster:
+            return
+        ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.session is not None}
+        contexts = {c.id: self._context(c, ok) for c in cluster}
+        plans: dict[str, dict[str, dict[str, str | Probe]]] = {}  # node -> check -> name -> cmd
+        errors: dict[str, Exception] = {}
+        for c in cluster:
+            if not c.has("plan") or c.id not in self.reported:
+                continue
+            try:
+                for node, probes in (c.module.plan(contexts[c.id]) or {}).items():
+                    if node in ok and probes:
+                        plans.setdefault(node, {})[c.id] = probes
+            except Exception as exc:  # noqa: BLE001
+                errors[c.id] = exc
+        if plans:
+            futures = [pool.submit(self._run_plan, ok[n], p, contexts) for n, p in plans.items()]
+            self._wait(futures, t_end)
+        for c in cluster:
+            if c.id in self.reported:
+                self._evaluate_cluster(c, contexts[c.id], errors.get(c.id))
+
+    def _run_plan(self, run: NodeRun, wanted, contexts) -> None:
+        outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder)
+        for cid, o in outs.items():
+            contexts[cid].planned[run.node.name] = o  # type: ignore[index]
+
+    def _context(self, info: CheckInfo, ok: dict[str, NodeRun]) -> ClusterContext:
+        facts = {}
+        for name, r in ok.items():
+            facts[name] = {cid: f for cid in (info.id, *info.uses)
+                           if (f := r.facts.get(cid)) is not None and not isinstance(f, BaseException)}
+        params = dict(info.defaults)
+        params.update(self.inv.checks.get(info.id, {}))
+        return ClusterContext(nodes={n: r.node for n, r in ok.items()}, facts=facts, params=params,
+                              planned={}, job=self.inv.job,
+                              unreachable=tuple(n for n in self.runs if n not in ok))
+
+    def _evaluate_cluster(self, info: CheckInfo, ctx: ClusterContext, plan_error: Exception | None) -> None:
+        t0 = time.monotonic()
+        if self.cancel.is_set():
+            findings = [Finding(Status.ERROR, "not evaluated: the run was cut off")]
+        elif plan_error is not None:
+            findings = [_error_finding(info, plan_error, {})]
+        else:
+            try:
+                findings = list(info.module.evaluate(ctx))
+            except Exception as exc:  # noqa: BLE001
+                findings = [_error_finding(info, exc, {})]
+        duration = time.monotonic() - t0 + sum(o.duration_s for outs in ctx.planned.values() for o in outs.values())
+        if findings and not any(f.node is None for f in findings):
+            findings.insert(0, Finding(worst(f.status for f in findings), f"{len(findings)} node(s) flagged",
+                                       remediation="see the per-node results"))
+        for f in findings or [Finding(Status.ERROR, "the check returned no result")]:
+            self.cluster_results.append(_result(info.id, f.node, f, duration))
+
+    # ------------------------------------------------------------ report
+    def _close_sessions(self) -> None:
+        for r in self.runs.values():
+            if r.session is not None:
+                try:
+                    r.session.close()
+                except Exception:  # noqa: BLE001 - closing is best effort
+                    pass
+        try:
+            self.transport.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _report(self, started: str) -> Report:
+        nodes, results = [], []
+        cut = "interrupted" if self.interrupted else "cut off by --deadline"
+        node_checks = [c for c in self.reported if self.every[c].scope == "node"]
+        for name, r in self.runs.items():
+            if not r.done and r.state is NodeStateKind.OK:
+                r.state, r.error = NodeStateKind.TIMEOUT, f"{cut} before the node finished"
+            nodes.append(NodeState(name, r.node.host, r.state, r.error))
+            results.extend(self._node_results(r, node_checks, cut))
+        results.extend(self.cluster_results)
+        for c in self.reported:
+            if self.every[c].scope == "cluster" and not any(x.check == c for x in self.cluster_results):
+                results.append(Result(c, None, Status.ERROR, f"not evaluated: {cut}"))
+        return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
+                      inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
+                      cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
+                      interrupted=self.interrupted)
+
+    def _node_results(self, r: NodeRun, node_checks: list[str], cut: str) -> list[Result]:
+        name = r.node.name
+        if r.state in (NodeStateKind.UNREACHABLE, NodeStateKind.AUTH_FAILED, NodeStateKind.HOSTKEY_REJECTED):
+            return [Result(CONNECT_ID, name, Status.ERROR, f"{r.state.value}: {r.error}",
+                           remediation=REMEDY.get(r.state))] + \
+                   [Result(c, name, Status.SKIP, NODE_UNREACHABLE) for c in node_checks if c != CONNECT_ID]
+        have = {x.check for x in r.results}
+        out = list(r.results)
+        if CONNECT_ID not in have:
+            out.insert(0, Result(CONNECT_ID, name, Status.ERROR, f"timeout: {r.error or cut}",
+                                 remediation=REMEDY[NodeStateKind.TIMEOUT]))
+        out += [Result(c, name, Status.ERROR, f"not finished: {cut}") for c in node_checks if c not in have]
+        order = {c: i for i, c in enumerate(node_checks)}
+        return sorted(out, key=lambda x: order.get(x.check, len(order)))
+
+
+REMEDY = {
+    NodeStateKind.UNREACHABLE: "check that the node is up and sshd listens on that address and port "
+                               "(systemctl status ssh; ss -ltn | grep :22)",
+    NodeStateKind.AUTH_FAILED: "install the client's public key on the node: ssh-copy-id -i KEY.pub user@host",
+    NodeStateKind.HOSTKEY_REJECTED: "verify the node's host key out of band, then record it in known_hosts "
+                                    "(the command is in the message)",
+    NodeStateKind.TIMEOUT: "raise --deadline, or find why the node is slow (a hung npu-smi or mount): "
+                           "run the check alone with --limit NODE",
+}
+
+
+def _result(check: str, node: str | None, f: Finding, duration: float) -> Result:
+    return Result(check, f.node if f.node is not None else node, f.status, f.summary, dict(f.details),
+                  f.remediation, duration)
+
+
+def _error_finding(info: CheckInfo, exc: BaseException, outputs: dict[str, CommandOutput]) -> Finding:
+    if isinstance(exc, ParseError):
+        details: dict[str, Any] = {"output": exc.text} if exc.text else {}
+        return Finding(Status.ERROR, f"could not read the output: {exc.message}", details)
+    return Finding(Status.ERROR, f"internal error in {info.id}: {type(exc).__name__}: {exc}",
+                   {"internal": True})
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run(inventory: Inventory, transport: Transport, options: Options | None = None, **kw) -> Report:
+    return Runner(inventory, transport, options, **kw).run()
