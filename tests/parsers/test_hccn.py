@@ -1,0 +1,114 @@
+"""hccn_tool parsers on every real sample (tests/fixtures/ascend), plus error strings."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from preflight import ascend
+from preflight.checkapi import CommandOutput, ParseError
+from preflight.node import Node
+from preflight.parsers import hccn
+from tests.support import fixture_body, fixture_names
+
+ELIDED = "..."  # doc writers' elision lines, not tool output
+
+
+def body(name: str) -> str:
+    return "\n".join(ln for ln in fixture_body(name).splitlines() if ln.strip() != ELIDED) + "\n"
+
+
+def test_link_up_and_down():
+    assert hccn.parse_link(body("hccn_tool_-link_-g__UP__mindcluster-doc.txt")) == "UP"
+    assert hccn.parse_link("link status: DOWN\n") == "DOWN"  # DRV tool_ops.c prints UP or DOWN
+    with pytest.raises(ParseError):
+        hccn.parse_link("link status: flapping\n")
+
+
+@pytest.mark.parametrize("name", fixture_names("hccn_tool_-link_stat_-g__"))
+def test_link_stat_both_prefixes(name):
+    stat = hccn.parse_link_stat(body(name))
+    assert stat.up_count == 2 and stat.records and stat.down_count is None
+    assert {what for _, what, _ in stat.records} == {"UP", "DOWN"}
+
+
+def test_link_stat_values():
+    stat = hccn.parse_link_stat(body("hccn_tool_-link_stat_-g__after_flap__mindcluster-fixture.txt"))
+    assert stat.current_time == datetime(2022, 8, 2, 3, 36, 43)
+    assert stat.records[0] == (datetime(2022, 8, 1, 14, 44, 40), "DOWN", "Tue Aug  1 14:44:40 2022")
+    with pytest.raises(ParseError):
+        hccn.parse_link_stat("current time : now\n")
+
+
+@pytest.mark.parametrize("name,status", [
+    ("hccn_tool_-net_health_-g__Init__mindcluster-doc.txt", "Init"),
+    ("hccn_tool_-net_health_-g__Socket_failed__mindcluster-fixture.txt", "Socket failed"),
+])
+def test_net_health(name, status):
+    assert hccn.parse_net_health(body(name)) == status
+
+
+def test_ip_samples():
+    assert hccn.parse_ip(body("hccn_tool_-ip_-g__masked__mindcluster-doc.txt")) == hccn.IpConf("10.xx.xx.10", "255.255.255.0")
+    assert hccn.parse_ip(fixture_body("hccn_tool_-ip_-g__empty__mindcluster-fixture.txt")) == hccn.IpConf(None, None)
+    dev0, dev1 = fixture_body("hccn_tool_-ip_-g__910A_dev0_dev1__mindcluster-fixture.txt").split("\n\n")
+    assert hccn.parse_ip(dev1).ip == "192.161.201.10" and hccn.parse_ip(dev0).ip == "192.161.200.10"
+    lines = fixture_body("hccn_tool_-ip_-g__8dev_loop__mindcluster-fixture.txt").splitlines()
+    per_dev = ["\n".join(lines[i:i + 2]) for i in range(0, len(lines), 2)]
+    assert [hccn.parse_ip(t).ip for t in per_dev] == [f"10.10.0.{10 + i}" for i in range(8)]
+    with pytest.raises(ParseError):
+        hccn.parse_ip("ip: 1.2.3.4\n")
+
+
+def test_optical_full_and_elided():
+    opt = hccn.parse_optical(body("hccn_tool_-optical_-g__910A_QSFP_4lane__mindcluster-fixture.txt"))
+    assert opt.present == "not present" and opt.temperature == 47.0
+    assert opt.rx_power == {0: 1.0189, 1: 0.0054, 2: 0.9907, 3: 1.0213} and opt.tx_power[0] == 4.4035
+    assert opt.thresholds["RxPower Low Thres"] == 0.1445
+    assert opt.flags["Rx Los Flag"] == "0xff" and opt.fields["high power enable reg"] == "enabled"
+    assert hccn.optical_value("not supported") is None and hccn.optical_value("NA") is None
+    elided = hccn.parse_optical(body("hccn_tool_-optical_-g__elided__mindcluster-doc.txt"))
+    assert elided.tx_power == {0: 4.4035} and elided.rx_power == {0: 1.0189}
+
+
+def test_stat_fec_tls():
+    assert hccn.parse_stat(body("hccn_tool_-stat_-g__elided__mindcluster-doc.txt"))["nic_tx_all_pkg_num"] == 122404
+    assert hccn.parse_stat(body("hccn_tool_-stat_-g__short__mindcluster-fixture.txt")) == {
+        "roce_rx_err_pkt_num": 0, "roce_tx_err_pkt_num": 0}
+    assert hccn.parse_fec(body("hccn_tool_-fec_-g__no_FEC__mindcluster-fixture.txt")) == "no FEC mode"
+    assert hccn.parse_fec(body("hccn_tool_-fec_-g__rs_FEC__mindcluster-doc.txt")) == "rs FEC mode"
+    assert hccn.parse_tls_switch(body("hccn_tool_-tls_-g_grep_switch__mindcluster-doc.txt")) == 0
+
+
+@pytest.mark.parametrize("line", [
+    "Get invalid device id.", "The device is not exist!", "The command is not supported on this product.",
+    "permission denied: pls check this cmd run permission.",
+    "Get ipconf failed, because no ip was preset there!",
+])
+def test_error_lines(line):
+    assert hccn.error_line(f"{line}\n")[0] == line
+    assert hccn.error_line("link status: UP\n") is None
+
+
+def test_hccn_conf():
+    conf = hccn.parse_hccn_conf("address_0=10.10.0.10\nnetmask_0=255.255.255.0\nnetdetect_0=10.10.0.1\n# x\n")
+    assert conf == {0: {"address": "10.10.0.10", "netmask": "255.255.255.0", "netdetect": "10.10.0.1"}}
+
+
+def test_loop_framing_round_trip():
+    node = Node("n", "h")
+    cmd = ascend.hccn_loop(node, [0, 1], "-link -g")
+    assert cmd.count("'/usr/local/Ascend/driver/tools/hccn_tool'") == 0  # a plain path needs no quotes
+    assert "for i in 0 1;" in cmd and "2>&1" in cmd
+    out = CommandOutput(stdout="@@dev 0\nlink status: UP\n@@rc 0\n@@dev 1\nGet invalid device id.\n@@rc 255\n")
+    per = ascend.split_loop(out)
+    assert per[0].stdout == "link status: UP\n" and per[1].rc == 255
+    with pytest.raises(ParseError):
+        ascend.split_loop(CommandOutput(stdout="@@dev 0\nlink status: UP\n"))
+    assert ascend.hccn_missing(CommandOutput(stdout="@@missing /opt/x/hccn_tool\n", rc=127)) == "/opt/x/hccn_tool"
+
+
+def test_loop_quotes_inventory_paths():
+    node = Node("n", "h", ascend_home="/opt/my ascend")
+    assert "'/opt/my ascend/driver/tools/hccn_tool'" in ascend.hccn_loop(node, [0], "-ip -g")
+    assert ascend.hccn(node, 3, "-ip -g") == "'/opt/my ascend/driver/tools/hccn_tool' -i 3 -ip -g"
