@@ -48,6 +48,9 @@ class CommandOutput:
 
     `rc` is None when no exit status came back (connection lost, killed by the run deadline);
     `timed_out` means the remote `timeout` ended it (rc 124/137); `error` says why in words.
+    `node_started_at` is the node's own clock when the probe started and `received_at` the control
+    host's clock when its output arrived (epoch seconds): their gap, less `duration_s`, bounds the
+    clock offset between the two.
     """
 
     stdout: str = ""
@@ -57,6 +60,8 @@ class CommandOutput:
     timed_out: bool = False
     truncated: bool = False
     error: str | None = None
+    node_started_at: float | None = None
+    received_at: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -124,7 +125,7 @@ class FrameParser:
         return CommandOutput(
             stdout=_text(out, olen, self.cap), stderr=_text(err, elen, self.cap), rc=rc,
             duration_s=duration, timed_out=timed_out, truncated=olen > self.cap or elen > self.cap,
-            error=error)
+            error=error, node_started_at=_int(t0) / 1e9 if t0.isdigit() else None, received_at=time.time())
 
 
 def _text(data: bytes, total: int, cap: int) -> str:
