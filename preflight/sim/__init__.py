@@ -1,0 +1,88 @@
+"""preflight sim: a simulated Ascend cluster of real OpenSSH sshd nodes, for tests and the demo.
+
+Why: preflight is only trustworthy if it is tested the way it is used, over real SSH, against
+nodes whose tools print exactly what Ascend servers print. Nothing here is a mock of SSH.
+
+Python API::
+
+    from preflight.sim import Cluster
+    c = Cluster.up({"nodes": 4, "defaults": {"layout": "910B"}}, dir="/tmp/x", mode="auto")
+    c.inventory_path, c.known_hosts, c.client_key     # ready for `preflight run c.inventory_path`
+    c.nodes                                           # SimNode(name, index, host, port, namespace, dir, ...)
+    c.inject("node02", "npu_health", device=3, status="Alarm", codes=["A4025021"])
+    c.set_state("node01", "devices.3.link", "DOWN")   # any state value by dotted path
+    c.exec("node01", "npu-smi info")                  # run inside the node's namespaces
+    c.reset("node02")                                 # back to the healthy baseline
+    c.down()                                          # or Cluster.down_dir(dir); safe twice
+
+CLI: ``preflight sim up SPEC [--dir DIR] [--mode netns|loopback|auto]``, ``preflight sim down``,
+``preflight sim status`` (also ``python -m preflight.sim.cli``). Default dir /tmp/preflight-sim or
+$PREFLIGHT_SIM_DIR. The spec format is in preflight/sim/spec.py.
+
+Modes
+-----
+netns (root): each node is a network namespace `pfs-<tag>-<node>` (`<tag>`: 4 hex chars of the
+dir) with `eth0` on bridge `pfs<tag>h` (subnet default 198.18.0.0/16, control end = first address
+on the bridge, node N = first + N) and `hccn0` on bridge `pfs<tag>d` carrying its device addresses
+(198.19.0.0/16, consecutive over nodes and devices). No default route. sshd runs in
+`ip netns exec NS unshare --mount --uts --propagation private`, with the node tree bind-mounted on
+/usr/local/Ascend, its bin/ on /usr/local/sbin (so `npu-smi` is on root's sshd PATH), its data/
+and ckpt/ on <dir>/mnt/{data,ckpt} (the inventory's paths, identical on every node), and /etc
+overlaid so /etc/hccn.conf is the node's own (absent when the state has none). Empty host
+mountpoints (/usr/local/Ascend, /usr/local/sbin) are created only if absent, recorded, and
+removed at `down`. loopback (no root): sshd on 127.0.0.1 with distinct ports; the inventory gives
+each node its own `ascend_home` and sshd's `SetEnv PATH=<node>/bin:...` finds `npu-smi`; device
+addresses are 127.19.x.y; device_drop/device_net_down need netns mode.
+
+State-file layout (<dir>/)
+--------------------------
+    record.json            everything made: PIDs (+ start time), namespaces, links, host dirs, nodes
+    inventory.yaml         SPEC.md inventory (user root, identity_file, known_hosts, strict, env, paths)
+    known_hosts            one line per node host key
+    authorized_keys        the client key, for every node's sshd (AuthorizedKeysFile)
+    keys/client_ed25519    client key; kept across `down` and reused by the next `up` (`--purge` drops it)
+    mnt/{data,ckpt}        netns mode: mountpoints of each node's data/ckpt
+    nodes/<name>/
+      state.json           the node's state (see state.py); baseline.json is the healthy one
+      ascend/              driver/{version.info,tools/hccn_tool,lib64/..}, firmware/version.info,
+                           ascend-toolkit/{set_env.sh,latest -> <ver>,<ver>/<arch>-linux/ascend_toolkit_install.info,..}
+      bin/npu-smi          sh script
+      out/npu/*            pre-rendered npu-smi outputs: info, list, map, health.N[.M], board.N[.M], errors, mode
+      out/hccn/<dev>/*     pre-rendered hccn_tool outputs: link, ip(.err), optical, net_health, link_stat,
+                           tls, fec, speed, stat; addr (the source address -ping uses)
+      etc/hccn.conf        address_N/netmask_N when the state has one
+      data/, ckpt/         data files (deterministic content), checkpoint dir
+      ssh/                 sshd_config, host key, sshd.pid, sshd.log
+
+Faults (``c.inject(node, NAME, **params)`` or a spec's ``faults:``; device = logical id)
+-----------------------------------------------------------------------------------------
+    npu_health       device, status=Warning|Alarm|Critical|UNKNOWN, codes=[..], info=[..]  (chip= alias)
+    npu_process      device, pid, name, mem      a process holds the NPU (process table + HBM used)
+    hbm_leak         device, used                HBM used, no process listed
+    link_down        device                      link DOWN, LINK DOWN record, device address removed
+    link_flap        device, count               extra DOWN/UP records, link up count grows
+    optical_absent   device                      module not present
+    optical_rx_low   device, lane, rx, los, lol  Rx power under threshold, LOS/LoL flags set
+    ip_missing       device                      hccn_tool -ip -g empty (+stderr), address removed
+    ip_stale         device, address             /etc/hccn.conf address_N differs from the device IP
+    net_health       [device], status            default "Receive timeout" (all devices without device)
+    set_env_missing                              ascend-toolkit/set_env.sh removed
+    version          component=cann|driver|firmware|npu_smi, value
+    npu_smi_missing / npu_smi_hang / npu_smi_busy   gone / sleeps forever / dcmi -8020
+    port_held        port                        a listener in the node's netns, tracked by PID
+    data_missing     [file] / data_different [file, size]
+    sshd_down                                    sshd stopped (start_sshd brings it back)
+    silent_banner                                sshd stopped, a listener accepts TCP and never speaks
+    device_drop      [device]                    iptables DROP in the node's netns (netns mode)
+    device_net_down                              hccn0 down: every device link DOWN (netns mode)
+
+Simulated tools are POSIX sh that `cat` pre-rendered text (no interpreter per call); text with no
+verbatim capture is marked `# inferred` in the renderers.
+"""
+from __future__ import annotations
+
+from .cluster import Cluster, SimNode
+from .procs import SimError
+from .spec import SimSpec, SimSpecError, load_spec, parse_spec
+
+__all__ = ["Cluster", "SimNode", "SimError", "SimSpec", "SimSpecError", "load_spec", "parse_spec"]

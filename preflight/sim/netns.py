@@ -1,0 +1,146 @@
+"""Network namespaces, veths and bridges for netns mode, driven through `ip -batch`.
+
+Layout: a host bridge in the root namespace carries the control end (first address of the
+subnet) and one veth per node (`eth0` inside the node); a second, address-less bridge carries one
+veth per node (`hccn0` inside) holding that node's device addresses. No default route anywhere in
+a node, and only test ranges (198.18.0.0/15) are used, so traffic stays between our namespaces.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any, Iterable
+
+from .procs import SimError, kill_pids, run
+
+HOST_IFACE = "eth0"
+DEVICE_IFACE = "hccn0"
+
+
+def names(tag: str) -> dict[str, str]:
+    return {"ns_prefix": f"pfs-{tag}-", "host_bridge": f"pfs{tag}h", "device_bridge": f"pfs{tag}d",
+            "veth_host": f"pfs{tag}h", "veth_dev": f"pfs{tag}d"}
+
+
+def available() -> tuple[bool, str]:
+    """Whether netns mode can run here, and why not."""
+    if os.geteuid() != 0:
+        return False, "netns mode needs root"
+    for tool in ("ip", "unshare", "nsenter"):
+        if not shutil.which(tool):
+            return False, f"{tool} not found"
+    try:
+        cp = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"ip netns: {exc}"
+    if cp.returncode != 0:
+        return False, f"ip netns list failed: {cp.stderr.strip()[:200]}"
+    return True, ""
+
+
+def list_namespaces() -> list[str]:
+    cp = run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in cp.stdout.splitlines() if line.strip()]
+
+
+def list_links() -> list[str]:
+    cp = run(["ip", "-o", "link", "show"], check=False)
+    out = []
+    for line in cp.stdout.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) > 1:
+            out.append(parts[1].strip().split("@")[0])
+    return out
+
+
+def ns_pids(ns: str) -> list[int]:
+    cp = run(["ip", "netns", "pids", ns], check=False)
+    return [int(x) for x in cp.stdout.split() if x.isdigit()]
+
+
+def batch(lines: Iterable[str], ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    argv = ["ip"] + (["-n", ns] if ns else []) + ["-force", "-batch", "-"]
+    return run(argv, input="\n".join(lines) + "\n", timeout=60, check=check)
+
+
+def create(host_bridge: str, device_bridge: str, control_cidr: str,
+           nodes: list[dict[str, Any]]) -> None:
+    """nodes: dicts with namespace, veth_host, veth_dev, host_cidr, device_cidrs."""
+    root = [f"link add {host_bridge} type bridge forward_delay 0",
+            f"link set {host_bridge} up",
+            f"addr add {control_cidr} dev {host_bridge}",
+            f"link add {device_bridge} type bridge forward_delay 0",
+            f"link set {device_bridge} up"]
+    for n in nodes:
+        root += [f"netns add {n['namespace']}",
+                 f"link add {n['veth_host']} type veth peer name {HOST_IFACE} netns {n['namespace']}",
+                 f"link add {n['veth_dev']} type veth peer name {DEVICE_IFACE} netns {n['namespace']}",
+                 f"link set {n['veth_host']} master {host_bridge} up",
+                 f"link set {n['veth_dev']} master {device_bridge} up"]
+    batch(root)
+    procs = []
+    for n in nodes:
+        lines = ["link set lo up", f"link set {HOST_IFACE} up", f"addr add {n['host_cidr']} dev {HOST_IFACE}",
+                 f"link set {DEVICE_IFACE} up"]
+        lines += [f"addr add {cidr} dev {DEVICE_IFACE}" for cidr in n["device_cidrs"]]
+        p = subprocess.Popen(["ip", "-n", n["namespace"], "-batch", "-"], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        p.stdin.write("\n".join(lines) + "\n")  # type: ignore[union-attr]
+        p.stdin.close()  # type: ignore[union-attr]
+        procs.append((n, p))
+    errors = []
+    for n, p in procs:
+        try:
+            rc = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = -1
+        if rc != 0:
+            errors.append(f"{n['namespace']}: {(p.stderr.read() if p.stderr else '').strip()[:200]}")
+        if p.stderr:
+            p.stderr.close()
+    if errors:
+        raise SimError("configuring node namespaces failed: " + "; ".join(errors[:3]))
+
+
+def destroy(namespaces: Iterable[str], links: Iterable[str]) -> None:
+    """Kill whatever runs in our namespaces, delete them and our links. Safe when already gone."""
+    present = set(list_namespaces())
+    mine = [ns for ns in namespaces if ns in present]
+    pids = [pid for ns in mine for pid in ns_pids(ns)]
+    if pids:
+        kill_pids(pids)
+    if mine:
+        batch([f"netns del {ns}" for ns in mine], check=False)
+    have = set(list_links())
+    gone = [link for link in links if link in have]
+    if gone:
+        batch([f"link del {link}" for link in gone], check=False)
+
+
+def apply_net(ns: str, state: dict[str, Any], plen: int) -> None:
+    """Make the device network match state['net']: addresses, interface up/down, DROP rules."""
+    net = state["net"]
+    lines = [f"link set {DEVICE_IFACE} {'down' if net['iface_down'] else 'up'}"]
+    for d in state["devices"]:
+        verb = "del" if d["id"] in net["down_addrs"] else "replace"
+        lines.append(f"addr {verb} {d['ip']}/{plen} dev {DEVICE_IFACE}")
+    batch(lines, ns=ns, check=False)
+    rules = []
+    for target in net["drop"]:
+        if target == "all":
+            rules += [f"-A INPUT -i {DEVICE_IFACE} -j DROP", f"-A OUTPUT -o {DEVICE_IFACE} -j DROP"]
+        else:
+            ip = next(d["ip"] for d in state["devices"] if d["id"] == target)
+            rules += [f"-A INPUT -d {ip}/32 -j DROP", f"-A OUTPUT -s {ip}/32 -j DROP"]
+    if rules or _has_iptables():
+        if not _has_iptables():
+            raise SimError("device_drop needs iptables in netns mode (apt-get install -y iptables)")
+        table = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
+        table += "".join(r + "\n" for r in rules) + "COMMIT\n"
+        run(["ip", "netns", "exec", ns, "iptables-restore"], input=table)
+
+
+def _has_iptables() -> bool:
+    return shutil.which("iptables-restore") is not None

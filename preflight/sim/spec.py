@@ -1,0 +1,219 @@
+"""The simulated-cluster spec: a small YAML document, validated strictly.
+
+Why strict: a typo in a spec ("layuot") would otherwise silently give a default cluster and a test
+that passes for the wrong reason. Every problem is one line naming the place and the problem.
+
+    cluster: demo                 # optional; the inventory's cluster name
+    nodes: 4                      # a count (names prefix01..), or a list of names / {name:, <node keys>}
+    prefix: node                  # name prefix when nodes is a count
+    network:                      # test ranges only (inside 198.18.0.0/15, RFC 2544)
+      subnet: 198.18.0.0/16       # host network; the control end is the first address
+      device_subnet: 198.19.0.0/16
+    defaults: {layout: 910B}      # node keys every node gets
+    faults:                       # applied after bring-up; see preflight.sim docstring
+      - {node: node02, fault: npu_health, device: 3, status: Alarm, codes: [A4025021]}
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .faults import FAULTS, check_fault_params
+from .layouts import LAYOUTS
+
+
+class SimSpecError(ValueError):
+    """A spec the simulator refuses; the message is one line naming the problem."""
+
+
+TEST_RANGE = ipaddress.ip_network("198.18.0.0/15")
+TOP_KEYS = {"cluster", "nodes", "prefix", "network", "defaults", "faults"}
+NETWORK_KEYS = {"subnet", "device_subnet"}
+NODE_KEYS = {
+    "layout", "chip_name", "npus", "chips_per_npu", "npu_smi_version", "driver_version",
+    "firmware_version", "cann_version", "arch", "hccn_conf", "data_files",
+}
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,30}$")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    index: int                       # 1-based position in the cluster
+    layout: str = "910B"
+    chip_name: str | None = None     # None: the layout's
+    npus: int = 8
+    chips_per_npu: int | None = None
+    npu_smi_version: str | None = None
+    driver_version: str | None = None
+    firmware_version: str | None = None
+    cann_version: str | None = None
+    arch: str = field(default_factory=platform.machine)
+    hccn_conf: bool = True
+    data_files: dict[str, int] = field(default_factory=lambda: {"train.bin": 65536})
+
+
+@dataclass(frozen=True)
+class SimSpec:
+    cluster: str
+    nodes: tuple[NodeSpec, ...]
+    subnet: ipaddress.IPv4Network
+    device_subnet: ipaddress.IPv4Network
+    faults: tuple[dict[str, Any], ...]
+    source: str = "<spec>"
+
+
+def _fail(source: str, where: str, problem: str) -> SimSpecError:
+    return SimSpecError(f"{source}: {where}: {problem}" if where else f"{source}: {problem}")
+
+
+def _unknown(source: str, where: str, got: dict, allowed: set[str]) -> None:
+    extra = sorted(set(got) - allowed)
+    if extra:
+        raise _fail(source, where, f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _node_keys(source: str, where: str, raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise _fail(source, where, "must be a mapping")
+    _unknown(source, where, raw, NODE_KEYS)
+    out = dict(raw)
+    if "layout" in out and out["layout"] not in LAYOUTS:
+        raise _fail(source, f"{where}.layout", f"unknown layout {out['layout']!r} (one of {', '.join(LAYOUTS)})")
+    for key in ("npus", "chips_per_npu"):
+        if key in out and (not isinstance(out[key], int) or isinstance(out[key], bool) or not 1 <= out[key] <= 16):
+            raise _fail(source, f"{where}.{key}", "must be an integer from 1 to 16")
+    for key in ("chip_name", "npu_smi_version", "driver_version", "firmware_version", "cann_version", "arch"):
+        if key in out:
+            if not isinstance(out[key], (str, int, float)) or not re.fullmatch(r"[A-Za-z0-9._ -]{1,40}", str(out[key])):
+                raise _fail(source, f"{where}.{key}", "must be a short plain string")
+            out[key] = str(out[key])
+    if "hccn_conf" in out and not isinstance(out["hccn_conf"], bool):
+        raise _fail(source, f"{where}.hccn_conf", "must be true or false")
+    if "data_files" in out:
+        files = out["data_files"]
+        if not isinstance(files, dict) or not all(
+                isinstance(k, str) and re.fullmatch(r"[A-Za-z0-9._-]{1,64}", k) and isinstance(v, int) and 0 <= v <= 1 << 30
+                for k, v in files.items()):
+            raise _fail(source, f"{where}.data_files", "must map plain file names to sizes in bytes (<= 1 GiB)")
+    return out
+
+
+def _network(source: str, raw: Any) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise _fail(source, "network", "must be a mapping")
+    _unknown(source, "network", raw, NETWORK_KEYS)
+    nets = []
+    for key, default in (("subnet", "198.18.0.0/16"), ("device_subnet", "198.19.0.0/16")):
+        try:
+            net = ipaddress.ip_network(str(raw.get(key, default)), strict=True)
+        except ValueError as exc:
+            raise _fail(source, f"network.{key}", str(exc)) from None
+        if net.version != 4 or not net.subnet_of(TEST_RANGE):  # type: ignore[arg-type]
+            raise _fail(source, f"network.{key}", f"{net} is outside the test range {TEST_RANGE}")
+        if net.prefixlen > 29:
+            raise _fail(source, f"network.{key}", f"{net} is too small")
+        nets.append(net)
+    if nets[0].overlaps(nets[1]):
+        raise _fail(source, "network", "subnet and device_subnet overlap")
+    return nets[0], nets[1]
+
+
+def _names(source: str, raw: Any, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    if isinstance(raw, bool) or raw is None:
+        raise _fail(source, "nodes", "must be a count or a list")
+    if isinstance(raw, int):
+        if not 1 <= raw <= 4096:
+            raise _fail(source, "nodes", "count must be from 1 to 4096")
+        width = max(2, len(str(raw)))
+        return [(f"{prefix}{i:0{width}d}", {}) for i in range(1, raw + 1)]
+    if not isinstance(raw, list) or not raw:
+        raise _fail(source, "nodes", "must be a count or a non-empty list")
+    out = []
+    for i, item in enumerate(raw):
+        where = f"nodes[{i}]"
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or "name" not in item:
+            raise _fail(source, where, "needs a name")
+        keys = dict(item)
+        name = str(keys.pop("name"))
+        out.append((name, _node_keys(source, where, keys)))
+    return out
+
+
+def parse_spec(raw: Any, source: str = "<spec>") -> SimSpec:
+    """Validate a loaded spec mapping; raise SimSpecError (one line) on the first problem."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise _fail(source, "", "the spec must be a mapping")
+    _unknown(source, "", raw, TOP_KEYS)
+    prefix = str(raw.get("prefix", "node"))
+    if not NAME_RE.match(prefix + "1"):
+        raise _fail(source, "prefix", f"bad name prefix {prefix!r}")
+    defaults = _node_keys(source, "defaults", raw.get("defaults") or {})
+    subnet, device_subnet = _network(source, raw.get("network"))
+    named = _names(source, raw.get("nodes", 2), prefix)
+    seen: set[str] = set()
+    nodes = []
+    for i, (name, keys) in enumerate(named, start=1):
+        if not NAME_RE.match(name):
+            raise _fail(source, f"nodes[{i - 1}]", f"bad node name {name!r} (letters, digits, - and _; up to 31)")
+        if name in seen:
+            raise _fail(source, f"nodes[{i - 1}]", f"duplicate node name {name!r}")
+        seen.add(name)
+        nodes.append(NodeSpec(name=name, index=i, **{**defaults, **keys}))
+    capacity = subnet.num_addresses - 3  # network, broadcast, the control end
+    if len(nodes) > capacity:
+        raise _fail(source, "nodes", f"{len(nodes)} nodes do not fit subnet {subnet} (holds {capacity})")
+    devices = sum(n.npus * (n.chips_per_npu or LAYOUTS[n.layout].chips_per_npu) for n in nodes)
+    if devices > device_subnet.num_addresses - 2:
+        raise _fail(source, "nodes", f"{devices} devices do not fit device_subnet {device_subnet}")
+    faults = []
+    for i, fault in enumerate(raw.get("faults") or []):
+        where = f"faults[{i}]"
+        if not isinstance(fault, dict) or "fault" not in fault or "node" not in fault:
+            raise _fail(source, where, "needs node: and fault:")
+        if fault["node"] not in seen:
+            raise _fail(source, f"{where}.node", f"no node named {fault['node']!r}")
+        params = {k: v for k, v in fault.items() if k not in ("node", "fault")}
+        try:
+            check_fault_params(str(fault["fault"]), params)
+        except ValueError as exc:
+            raise _fail(source, where, str(exc)) from None
+        faults.append(dict(fault))
+    cluster = str(raw.get("cluster", "sim"))
+    return SimSpec(cluster=cluster, nodes=tuple(nodes), subnet=subnet, device_subnet=device_subnet,
+                   faults=tuple(faults), source=source)
+
+
+def load_spec(spec: "str | os.PathLike[str] | dict[str, Any] | SimSpec") -> SimSpec:
+    """A path to YAML, YAML text, an already-loaded mapping, or a SimSpec."""
+    if isinstance(spec, SimSpec):
+        return spec
+    if isinstance(spec, dict):
+        return parse_spec(spec)
+    text_or_path = os.fspath(spec)
+    if "\n" not in text_or_path and os.path.exists(text_or_path):
+        with open(text_or_path, encoding="utf-8") as fh:
+            text, source = fh.read(), text_or_path
+    elif "\n" in text_or_path or ":" in text_or_path:
+        text, source = text_or_path, "<spec>"
+    else:
+        raise SimSpecError(f"{text_or_path}: no such spec file")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SimSpecError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+    return parse_spec(raw, source)
+
+
+__all__ = ["SimSpec", "NodeSpec", "SimSpecError", "parse_spec", "load_spec", "FAULTS"]

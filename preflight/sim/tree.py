@@ -1,0 +1,157 @@
+"""Write a node's on-disk tree from its state: the Ascend install, the tools, the pre-rendered
+outputs, /etc/hccn.conf, data files. Called at bring-up and after every state change.
+
+Why files: the simulated tools are sh scripts that `cat`; everything a probe can see is a file
+Python wrote, so a fault is a state edit followed by `write_tree`. Writes are atomic (rename) so a
+probe running during a re-render sees the old or the new text, never half of it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import render_hccn, render_npusmi
+
+TOOLKIT_DIRS = ("lib64/plugin/opskernel", "lib64/plugin/nnengine", "opp/built-in/op_impl/ai_core/tbe/op_tiling",
+                "bin", "python/site-packages", "tools/aml/lib64/plugin", "toolkit", "compiler/ccec_compiler/bin")
+
+
+def package_text(kind: str, name: str) -> str:
+    return resources.files("preflight.sim").joinpath(kind, name).read_text(encoding="utf-8")
+
+
+def put(path: Path, text: str | bytes, mode: int | None = None) -> None:
+    """Atomic write; skipped when the content is already there (cheap re-renders)."""
+    data = text.encode() if isinstance(text, str) else text
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            if mode is not None:
+                os.chmod(path, mode)
+            return
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def driver_version_info(v: str) -> str:
+    return (f"Version={v}\nascendhal_version=7.35.19\naicpu_version=1.0\ntdt_version=1.0\nlog_version=1.0\n"
+            f"prof_version=2.0\ndvppkernels_version=1.1\ntsfw_version=1.0\nInnerversion=V100R001C23SPC002B220\n"
+            f"compatible_version=[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]\n"
+            f"compatible_version_fw=[7.0.0,7.99.99]\npackage_version={v}\n")
+
+
+def firmware_version_info(fw: str, drv: str) -> str:
+    return (f"Version={fw}\nfirmware_version=1.0\npackage_version={drv}\n"
+            f"compatible_version_drv=[{drv},{drv}.]\n")
+
+
+def toolkit_install_info(cann: str, arch: str) -> str:
+    return (f"package_name=Ascend-cann-toolkit\nversion={cann}\ninnerversion=V100R001C23SPC002B210\n"
+            f"compatible_version=[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]\n"
+            f"arch={arch}\nos=linux\npath=/usr/local/Ascend/ascend-toolkit/{cann}/{arch}-linux\n")
+
+
+def data_bytes(name: str, size: int, variant: int) -> bytes:
+    """Deterministic content: identical across nodes unless a fault bumps `variant`."""
+    block = hashlib.sha256(f"{name}:{variant}".encode()).digest() * 128  # 4 KiB
+    return (block * (size // len(block) + 1))[:size]
+
+
+def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
+    """Bring node_dir in line with state. ascend_home is where the node sees its Ascend tree."""
+    asc = node_dir / "ascend"
+    out = node_dir / "out"
+    npu_out, hccn_out = out / "npu", out / "hccn"
+    tool_out = shlex.quote(str(npu_out))
+
+    # Ascend install
+    put(asc / "driver" / "version.info", driver_version_info(state["driver_version"]))
+    put(asc / "firmware" / "version.info", firmware_version_info(state["firmware_version"], state["driver_version"]))
+    for sub in ("lib64/common", "lib64/driver"):
+        (asc / "driver" / sub).mkdir(parents=True, exist_ok=True)
+    tk = asc / "ascend-toolkit"
+    ver_dir = tk / state["cann_version"]
+    put(ver_dir / f"{state['arch']}-linux" / "ascend_toolkit_install.info",
+        toolkit_install_info(state["cann_version"], state["arch"]))
+    (ver_dir / f"{state['arch']}-linux" / "devlib").mkdir(parents=True, exist_ok=True)
+    for sub in TOOLKIT_DIRS:
+        (ver_dir / sub).mkdir(parents=True, exist_ok=True)
+    latest = tk / "latest"
+    if not latest.is_symlink() or os.readlink(latest) != state["cann_version"]:
+        tmp = tk / ".latest.tmp"
+        remove(tmp)
+        tmp.symlink_to(state["cann_version"])
+        os.replace(tmp, latest)
+    if state["set_env"]:
+        put(tk / "set_env.sh", package_text("templates", "set_env.sh").replace(
+            "@ASCEND_HOME@", shlex.quote(ascend_home)), 0o755)
+    else:
+        remove(tk / "set_env.sh")
+
+    # tools
+    hccn_script = package_text("tools", "hccn_tool").replace("@OUT@", shlex.quote(str(hccn_out)))
+    put(asc / "driver" / "tools" / "hccn_tool", hccn_script, 0o755)
+    if state["npu_smi"] == "missing":
+        remove(node_dir / "bin" / "npu-smi")
+    else:
+        put(node_dir / "bin" / "npu-smi", package_text("tools", "npu-smi").replace("@OUT@", tool_out), 0o755)
+
+    # npu-smi outputs
+    files = render_npusmi.render_all(state)
+    files.update(invalid_card=render_npusmi.INVALID_CARD, invalid_chip=render_npusmi.INVALID_CHIP,
+                 not_found=render_npusmi.NOT_FOUND, busy=render_npusmi.BUSY)
+    for name, text in files.items():
+        put(npu_out / name, text)
+    if state["npu_smi"] in ("hang", "busy"):
+        put(npu_out / "mode", state["npu_smi"] + "\n")
+    else:
+        remove(npu_out / "mode")
+
+    # hccn_tool outputs
+    put(hccn_out / "err_major_type", render_hccn.ERR_MAJOR_TYPE)
+    if state["hccn"]:
+        remove(hccn_out / "unsupported")
+    else:
+        put(hccn_out / "unsupported", "1\n")
+    for d in state["devices"]:
+        ddir = hccn_out / str(d["id"])
+        rendered = render_hccn.render_device(state, d)
+        for name, text in rendered.items():
+            put(ddir / name, text)
+        for stale in ("ip.err",):
+            if stale not in rendered:
+                remove(ddir / stale)
+    conf = render_hccn.render_hccn_conf(state)
+    if conf is None:
+        remove(node_dir / "etc" / "hccn.conf")
+    else:
+        put(node_dir / "etc" / "hccn.conf", conf)
+
+    # data and checkpoint
+    data = node_dir / "data"
+    data.mkdir(exist_ok=True)
+    (node_dir / "ckpt").mkdir(exist_ok=True)
+    wanted = state["data_files"]
+    for p in data.iterdir():
+        if p.name not in wanted:
+            p.unlink()
+    for name, f in wanted.items():
+        put(data / name, data_bytes(name, f["size"], f["variant"]))
+
+    put(node_dir / "state.json", json.dumps(state, indent=1, sort_keys=True) + "\n")
