@@ -163,8 +163,6 @@ class Cluster:
         auth = d / "authorized_keys"
         auth.write_text(client_pub + " preflight-sim-client\n", encoding="utf-8")
         netns_mode = self.mode == "netns"
-        if netns_mode:
-            self._check_subnet_free(sp)
         Path("/run/sshd").exists() or self._make_host_dir("/run/sshd")
         ports = [22] * len(sp.nodes) if netns_mode else _free_ports(len(sp.nodes))
         dev_net = sp.device_subnet if netns_mode else LOOPBACK_DEVICE_NET
@@ -211,8 +209,10 @@ class Cluster:
             rec["namespaces"] = [p["namespace"] for p in plan]
             rec["links"] = [nm["host_bridge"], nm["device_bridge"]] + [p[k] for p in plan for k in ("veth_host", "veth_dev")]
             self._save()  # before creating anything: a crash from here on is cleanable
-            netns.create(nm["host_bridge"], nm["device_bridge"],
-                         f"{sp.subnet.network_address + 1}/{sp.subnet.prefixlen}", plan)
+            with netns.NetLock():
+                self._check_subnet_free(sp)
+                netns.create(nm["host_bridge"], nm["device_bridge"],
+                             f"{sp.subnet.network_address + 1}/{sp.subnet.prefixlen}", plan)
         self._save()
         self._start_sshds([n.name for n in self.nodes])
         self._wait_ready(self.nodes, ready_timeout)
@@ -224,14 +224,10 @@ class Cluster:
             self.inject(fault["node"], fault["fault"], **params)
 
     def _check_subnet_free(self, sp: SimSpec) -> None:
-        cp = procs.run(["ip", "-o", "-4", "addr", "show"], check=False)
-        for line in cp.stdout.splitlines():
-            parts = line.split()
-            if "inet" in parts:
-                iface = ipaddress.ip_interface(parts[parts.index("inet") + 1])
-                if iface.network.overlaps(sp.subnet):
-                    raise SimError(f"subnet {sp.subnet} is already in use on {parts[1]} (another simulated "
-                                   f"cluster?); give the spec another network.subnet")
+        for iface, net in netns.used_networks():
+            if net.overlaps(sp.subnet) or net.overlaps(sp.device_subnet):
+                raise SimError(f"subnet {net} is already in use on {iface} (another simulated "
+                               f"cluster?); give the spec another network.subnet")
 
     def _make_host_dir(self, path: str) -> None:
         Path(path).mkdir(parents=True)

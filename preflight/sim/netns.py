@@ -39,6 +39,47 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
+def used_networks() -> list[Any]:
+    """IPv4 networks configured on any interface of the root namespace."""
+    import ipaddress
+    cp = run(["ip", "-o", "-4", "addr", "show"], check=False)
+    nets = []
+    for line in cp.stdout.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            nets.append((parts[1], ipaddress.ip_interface(parts[parts.index("inet") + 1]).network))
+    return nets
+
+
+def free_test_subnets() -> dict[str, str]:
+    """A /24 host subnet and its /24 device twin that no interface here uses yet (for clusters
+    that coexist, e.g. several test sessions at once). Racy on its own: Cluster.up re-checks
+    under a lock and refuses a subnet taken meanwhile."""
+    import random
+    used = {str(net) for _, net in used_networks()}
+    start = random.randrange(1, 255)
+    for k in [(start + i) % 254 + 1 for i in range(254)]:
+        if f"198.18.{k}.0/24" not in used and "198.18.0.0/16" not in used:
+            return {"subnet": f"198.18.{k}.0/24", "device_subnet": f"198.19.{k}.0/24"}
+    raise SimError("no free test subnet in 198.18.0.0/16")
+
+
+class NetLock:
+    """Serialises 'is this subnet free?' + 'create it' across processes on this machine."""
+
+    def __init__(self, path: str = "/tmp/.preflight-sim-net.lock"):
+        self.path = path
+
+    def __enter__(self) -> "NetLock":
+        import fcntl
+        self.fh = open(self.path, "a")
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+
 def list_namespaces() -> list[str]:
     cp = run(["ip", "netns", "list"], check=False)
     return [line.split()[0] for line in cp.stdout.splitlines() if line.strip()]

@@ -1,0 +1,75 @@
+"""`preflight sim up|down|status`: the simulated cluster from the command line.
+
+Registered by the core CLI with `main.add_command(sim)`; also runs standalone:
+`python -m preflight.sim.cli up spec.yaml`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .cluster import Cluster
+from .procs import SimError
+from .record import default_dir
+from .spec import SimSpecError
+
+DIR_HELP = "cluster state directory (default $PREFLIGHT_SIM_DIR or /tmp/preflight-sim)"
+
+
+@click.group(name="sim", help="Simulated Ascend cluster: real sshd nodes in network namespaces (or on loopback).")
+def sim() -> None:
+    pass
+
+
+@sim.command("up", help="Bring up the cluster described by SPEC (YAML) and write its inventory.")
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
+@click.option("--mode", type=click.Choice(["netns", "loopback", "auto"]), default="auto", show_default=True)
+def up_cmd(spec: str, directory: str | None, mode: str) -> None:
+    try:
+        c = Cluster.up(spec, dir=directory, mode=mode)
+    except SimSpecError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except SimError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"{len(c.nodes)} nodes up ({c.mode} mode) in {c.dir}", err=True)
+    click.echo(str(c.inventory_path))
+
+
+@sim.command("down", help="Tear the cluster down: processes, namespaces, bridges, mounts, files. Safe twice.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
+@click.option("--purge", is_flag=True, help="also delete the client key and the directory")
+def down_cmd(directory: str | None, purge: bool) -> None:
+    try:
+        found = Cluster.down_dir(directory, purge=purge)
+    except SimError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    click.echo("down" if found else f"nothing to tear down in {directory or default_dir()}", err=True)
+
+
+@sim.command("status", help="Show the nodes of the running cluster and whether their sshd answers.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def status_cmd(directory: str | None, as_json: bool) -> None:
+    try:
+        st = Cluster.attach(directory).status()
+    except SimError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(3)
+    if as_json:
+        click.echo(json.dumps(st, indent=1))
+        return
+    click.echo(f"cluster {st['cluster']} ({st['mode']} mode) in {st['dir']}; inventory {st['inventory']}")
+    for n in st["nodes"]:
+        where = f"{n['host']}:{n['port']}"
+        ok = "answering" if n["answering"] else "not answering"
+        click.echo(f"  {n['name']:<12} {where:<22} sshd {n['sshd']:<7} {ok}")
+
+
+if __name__ == "__main__":
+    sim()

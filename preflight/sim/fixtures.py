@@ -1,0 +1,74 @@
+"""pytest fixtures for simulated clusters (loaded by tests/conftest.py via pytest_plugins).
+
+Why a factory: bring-up costs ~0.1 s per node, so a module builds its cluster once and shares it;
+the factory tears every cluster down at the end of the session even when tests fail, and
+`requires_netns` skips (with the reason) where root or `ip netns` is missing.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from . import netns
+from .cluster import Cluster
+from .procs import SimError
+
+_serial = itertools.count()
+
+_NETNS_OK, _NETNS_WHY = netns.available()
+requires_netns = pytest.mark.skipif(not _NETNS_OK, reason=f"netns mode unavailable: {_NETNS_WHY}")
+"""Marker for tests that need netns mode (root and a working `ip netns`)."""
+
+
+
+@pytest.fixture(scope="session")
+def sim_cluster_factory() -> Iterator[Callable[..., Cluster]]:
+    """`make(spec, mode="auto") -> Cluster`; every cluster made is torn down at session end."""
+    made: list[Cluster] = []
+    root = Path(tempfile.mkdtemp(prefix="pfsim-"))
+
+    def make(spec: dict[str, Any], mode: str = "auto", **kw: Any) -> Cluster:
+        spec = dict(spec)
+        directory = root / f"c{next(_serial)}"
+        auto_net = mode in ("netns", "auto") and _NETNS_OK and "network" not in spec
+        for attempt in range(5):
+            if auto_net:
+                spec["network"] = netns.free_test_subnets()  # other sessions may run clusters too
+            try:
+                c = Cluster.up(spec, dir=directory, mode=mode, **kw)
+                break
+            except SimError as exc:
+                if not auto_net or "already in use" not in str(exc) or attempt == 4:
+                    raise
+        made.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in made:
+            try:
+                c.down(purge=True)
+            except Exception:  # keep tearing the others down
+                pass
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def sim_cluster(request: pytest.FixtureRequest, sim_cluster_factory: Callable[..., Cluster]) -> Iterator[Cluster]:
+    """A 2-node cluster per module; a module sets `SIM_SPEC = {...}` / `SIM_MODE` to change it."""
+    spec = getattr(request.module, "SIM_SPEC", {"nodes": 2})
+    mode = getattr(request.module, "SIM_MODE", "auto")
+    c = sim_cluster_factory(spec, mode=mode)
+    try:
+        yield c
+    finally:
+        c.down(purge=True)
