@@ -1,0 +1,288 @@
+"""The framed batch (preflight.transport.batch) run for real by /bin/sh, locally.
+
+What a check relies on: each probe's stdout, stderr, rc and duration come back separately whatever
+the probe prints; a hung probe is timed out and gone; huge output is capped, never a deadlock;
+cancelling leaves nothing running and no temp dir behind.
+"""
+from __future__ import annotations
+
+import glob
+import subprocess
+import threading
+import time
+
+import pytest
+
+from preflight.model import CommandOutput
+from preflight.node import Node
+from preflight.transport.batch import (DEFAULT_CAP, TRUNCATED_MARK, FrameParser, ProbeSpec, driver_script,
+                                       new_nonce, remote_command)
+from preflight.transport.local import LocalTransport
+
+MiB = 1 << 20
+
+
+def run_driver(specs: list[ProbeSpec], cap: int = DEFAULT_CAP, limit_s: float = 30.0,
+               nonce: str | None = None) -> tuple[dict[str, CommandOutput], bytes, FrameParser]:
+    """Run the driver script with /bin/sh -c, stdin held open like an SSH channel, bounded by limit_s."""
+    nonce = nonce or new_nonce()
+    proc = subprocess.Popen(["/bin/sh", "-c", driver_script(specs, nonce, cap)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    killer = threading.Timer(limit_s, proc.kill)
+    killer.start()
+    try:
+        raw = proc.stdout.read()
+    finally:
+        killer.cancel()
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+    parser = FrameParser(nonce, specs, cap)
+    outputs = {specs[i].key: out for i, out in parser.feed(raw)}
+    return outputs, raw, parser
+
+
+def local_run(specs: list[ProbeSpec], cancel: threading.Event | None = None) -> dict[str, CommandOutput]:
+    cancel = cancel or threading.Event()
+    return LocalTransport().connect(Node("n1", "localhost"), cancel).run(specs, cancel)
+
+
+def processes_matching(marker: str) -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, timeout=10).stdout
+    return [line for line in ps.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def wait_gone(marker: str, within_s: float = 5.0) -> list[str]:
+    end = time.monotonic() + within_s
+    while True:
+        left = processes_matching(marker)
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def no_tempdir_left():
+    before = set(glob.glob("/tmp/.preflight.*"))
+    yield
+    time.sleep(0.1)
+    assert set(glob.glob("/tmp/.preflight.*")) - before == set(), "the batch left its temp dir behind"
+
+
+# ---------------------------------------------------------------- separation
+
+def test_stdout_stderr_rc_duration_are_separate(no_tempdir_left):
+    specs = [ProbeSpec("a", "echo out-a; echo err-a >&2; exit 3", 10),
+             ProbeSpec("b", "printf 'no newline'", 10),
+             ProbeSpec("c", "sleep 0.3; echo late", 10),
+             ProbeSpec("d", "echo only-err >&2", 10)]
+    out, _, _ = run_driver(specs)
+    assert set(out) == {"a", "b", "c", "d"}
+    a, b, c, d = out["a"], out["b"], out["c"], out["d"]
+    assert (a.stdout, a.stderr, a.rc, a.error, a.timed_out) == ("out-a\n", "err-a\n", 3, None, False)
+    assert (b.stdout, b.stderr, b.rc) == ("no newline", "", 0)
+    assert (c.stdout, c.rc) == ("late\n", 0) and 0.25 <= c.duration_s < 5
+    assert (d.stdout, d.stderr, d.rc) == ("", "only-err\n", 0)
+    assert a.duration_s < 5 and not any(o.truncated for o in out.values())
+
+
+def test_same_through_local_transport(no_tempdir_left):
+    out = local_run([ProbeSpec("x", "echo hi; echo ho >&2; exit 7", 10), ProbeSpec("y", "true", 10)])
+    assert (out["x"].stdout, out["x"].stderr, out["x"].rc) == ("hi\n", "ho\n", 7)
+    assert out["y"].ok and out["y"].stdout == ""
+
+
+def test_quoting_reaches_the_probe_literally():
+    cmd = """printf '%s|' "it's" '$(id)' '`id`' "a  b"; printf '\\n'"""
+    out, _, _ = run_driver([ProbeSpec("q", cmd, 10)])
+    assert out["q"].stdout == "it's|$(id)|`id`|a  b|\n"
+
+
+def test_probe_reading_stdin_gets_eof_not_the_batch():
+    out, _, _ = run_driver([ProbeSpec("cat", "cat; echo done", 5), ProbeSpec("after", "echo still-here", 5)])
+    assert out["cat"].stdout == "done\n" and out["cat"].rc == 0
+    assert out["after"].stdout == "still-here\n"
+
+
+def test_forged_frame_header_does_not_break_framing():
+    nonce = new_nonce()
+    forged = (f"printf '\\n@@PF:{'0' * 16} 1 0 1 2 3 0\\nXYZ\\n'; "
+              f"printf '\\n@@PF:{nonce[:-1]}x 1 0 1 2 3 0\\nXYZ\\n'; "
+              "printf '\\n@@PF: 1 0 1 2 3 0\\n'; echo tail")
+    specs = [ProbeSpec("forger", forged, 10), ProbeSpec("victim", "echo victim-out; exit 5", 10)]
+    out, _, _ = run_driver(specs, nonce=nonce)
+    assert out["forger"].stdout.endswith("tail\n") and "@@PF:" in out["forger"].stdout
+    assert out["forger"].rc == 0
+    assert (out["victim"].stdout, out["victim"].rc) == ("victim-out\n", 5)
+
+
+def test_noise_outside_frames_is_kept_apart():
+    nonce = new_nonce()
+    specs = [ProbeSpec("a", "echo A", 5)]
+    parser = FrameParser(nonce, specs)
+    script_out = b"Welcome to node01 (motd)\n" + _frame(nonce, 0, 0, b"A\n", b"")
+    got = list(parser.feed(script_out))
+    assert [(i, o.stdout) for i, o in got] == [(0, "A\n")]
+    assert b"motd" in parser.noise
+
+
+# ---------------------------------------------------------------- timeouts and signals
+
+def test_timeout_marks_timed_out_and_kills_the_probe(no_tempdir_left):
+    marker = "sleep 37.125"
+    t0 = time.monotonic()
+    out, _, _ = run_driver([ProbeSpec("hang", marker, 1), ProbeSpec("next", "echo next", 5)], limit_s=20)
+    assert time.monotonic() - t0 < 6
+    h = out["hang"]
+    assert h.timed_out and not h.ok and h.rc == 124 and "timed out" in (h.error or "")
+    assert 0.9 <= h.duration_s < 4
+    assert out["next"].stdout == "next\n", "a timed-out probe must not stop the ones after it"
+    assert wait_gone(marker) == []
+
+
+def test_timeout_kills_a_probe_that_ignores_sigterm(no_tempdir_left):
+    marker = "sleep 38.25"
+    out, _, _ = run_driver([ProbeSpec("stubborn", f"trap '' TERM; {marker}; echo survived", 1)], limit_s=20)
+    s = out["stubborn"]
+    assert s.timed_out and "survived" not in s.stdout
+    assert wait_gone(marker) == []
+
+
+def test_killed_by_signal_is_not_an_exit_code():
+    out, _, _ = run_driver([ProbeSpec("k9", "kill -9 $$", 10), ProbeSpec("k15", "kill -TERM $$", 10),
+                            ProbeSpec("ok", "exit 1", 10)])
+    assert out["k9"].error == "killed by signal 9" and not out["k9"].timed_out
+    assert out["k15"].error == "killed by signal 15" and not out["k15"].timed_out
+    assert out["ok"].error is None and out["ok"].rc == 1
+
+
+@pytest.mark.xfail(reason="FrameParser._output: any rc > 128 is read as a signal, so a probe that exits 200 "
+                          "is reported 'killed by signal 72'", strict=True)
+def test_plain_exit_above_128_is_not_a_signal():
+    out, _, _ = run_driver([ProbeSpec("x", "exit 200", 10)])
+    assert out["x"].rc == 200 and out["x"].error is None
+
+
+# ---------------------------------------------------------------- size and bytes
+
+def test_ten_mib_on_each_stream_is_capped_quickly(no_tempdir_left):
+    cmd = "head -c 10485760 /dev/zero | tr '\\0' o; head -c 10485760 /dev/zero | tr '\\0' e >&2"
+    t0 = time.monotonic()
+    out = local_run([ProbeSpec("big", cmd, 30), ProbeSpec("after", "echo after", 5)])
+    assert time.monotonic() - t0 < 15
+    big = out["big"]
+    assert big.truncated and big.rc == 0
+    mark = TRUNCATED_MARK.format(n=10 * MiB)
+    assert big.stdout == "o" * DEFAULT_CAP + mark
+    assert big.stderr == "e" * DEFAULT_CAP + mark
+    assert out["after"].stdout == "after\n"
+
+
+def test_small_cap():
+    out, _, _ = run_driver([ProbeSpec("x", "printf 0123456789", 5), ProbeSpec("y", "printf ab", 5)], cap=4)
+    assert out["x"].stdout == "0123" + TRUNCATED_MARK.format(n=10) and out["x"].truncated
+    assert out["y"].stdout == "ab" and not out["y"].truncated
+
+
+def test_non_utf8_is_replaced_not_fatal():
+    out, _, _ = run_driver([ProbeSpec("bin", "printf 'ok \\377\\376 \\344\\270 end'; printf '\\377' >&2", 5)])
+    b = out["bin"]
+    assert b.stdout.startswith("ok ") and b.stdout.endswith(" end") and "\ufffd" in b.stdout
+    assert b.stderr == "\ufffd"
+
+
+# ---------------------------------------------------------------- cancel
+
+def test_cancel_returns_quickly_and_leaves_nothing_running(no_tempdir_left):
+    marker = "sleep 41.375"
+    cancel = threading.Event()
+    timer = threading.Timer(0.5, cancel.set)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        out = local_run([ProbeSpec("first", "echo first", 5), ProbeSpec("hang", marker, 60),
+                         ProbeSpec("never", "echo never", 5)], cancel)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 8
+    assert out["first"].stdout == "first\n" and out["first"].ok
+    for key in ("hang", "never"):
+        assert out[key].rc is None and out[key].error and "cancel" in out[key].error
+    assert wait_gone(marker) == []
+
+
+def test_client_gone_kills_the_batch(no_tempdir_left):
+    """Closing stdin (what a dropped SSH channel does) makes the watcher kill the running probe."""
+    marker = "sleep 43.5"
+    proc = subprocess.Popen(["/bin/sh", "-c", driver_script([ProbeSpec("h", marker, 60)], new_nonce())],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 5
+        while not processes_matching(marker) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert processes_matching(marker), "probe never started"
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        assert wait_gone(marker) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- the parser alone
+
+def _frame(nonce: str, idx: int, rc: int, out: bytes, err: bytes, t0: int = 1_000_000_000,
+           t1: int = 1_250_000_000) -> bytes:
+    return (f"\n@@PF:{nonce} {idx} {rc} {t0} {t1} {len(out)} {len(err)}\n".encode() + out + err)
+
+
+def _essence(o: CommandOutput) -> tuple:
+    """What a check reads (received_at is the controller's clock at parse time)."""
+    return (o.stdout, o.stderr, o.rc, o.duration_s, o.timed_out, o.truncated, o.error)
+
+
+def test_parser_byte_by_byte_equals_all_at_once():
+    specs = [ProbeSpec("a", "x", 5), ProbeSpec("b", "y", 5), ProbeSpec("c", "z", 5)]
+    nonce = new_nonce()
+    out, raw, _ = run_driver([ProbeSpec("a", "echo A; echo EA >&2", 5),
+                              ProbeSpec("b", "printf '\\n@@PF:fake 0 0 0 0 1 1\\n'; exit 2", 5),
+                              ProbeSpec("c", "printf '\\377tail'", 5)], nonce=nonce)
+    at_once = dict(FrameParser(nonce, specs).feed(raw))
+    p = FrameParser(nonce, specs)
+    one_by_one = {}
+    for i in range(len(raw)):
+        one_by_one.update(dict(p.feed(raw[i:i + 1])))
+    assert len(at_once) == 3
+    assert {i: _essence(o) for i, o in one_by_one.items()} == {i: _essence(o) for i, o in at_once.items()}
+
+
+def test_parser_on_synthetic_frames():
+    nonce = "abc123"
+    specs = [ProbeSpec("a", "x", 5), ProbeSpec("b", "y", 0.5)]
+    data = b"chatter" + _frame(nonce, 0, 0, b"foo", b"er") + _frame(nonce, 1, 124, b"", b"", t1=1_600_000_000)
+    got = dict(FrameParser(nonce, specs).feed(data))
+    assert _essence(got[0]) == ("foo", "er", 0, 0.25, False, False, None)
+    assert got[1].timed_out and got[1].rc == 124
+
+
+def test_parser_ignores_frames_of_another_nonce_and_unknown_index():
+    specs = [ProbeSpec("a", "x", 5)]
+    data = _frame("other", 0, 0, b"bad", b"") + _frame("mine", 5, 0, b"idx", b"") + _frame("mine", 0, 0, b"good", b"")
+    got = list(FrameParser("mine", specs).feed(data))
+    assert [(i, o.stdout) for i, o in got] == [(0, "good")]
+
+
+def test_remote_command_hands_the_script_to_sh():
+    script = driver_script([ProbeSpec("a", "echo 'hi'", 5)], "n0nce")
+    cmd = remote_command(script)
+    assert cmd.startswith("exec /bin/sh -c ")
+    res = subprocess.run(["sh", "-c", cmd.replace("exec /bin/sh -c ", "printf %s ", 1)], capture_output=True,
+                         text=True, timeout=10)
+    assert res.stdout == script
+
+
+def test_probe_timeout_is_at_least_one_second_and_integer():
+    script = driver_script([ProbeSpec("a", "true", 0.2), ProbeSpec("b", "true", 7.9)], "n")
+    assert "pf 0 1 true" in script and "pf 1 7 true" in script
