@@ -20,7 +20,7 @@ from .report import json_report, junit, markdown, table
 from .runner import Options, Runner
 
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 4, 130
-FORMATS = ("table", "json", "junit", "markdown")
+FORMATS = ("table", "json", "junit", "markdown", "prometheus")
 
 
 def _ids(value: str | None) -> list[str] | None:
@@ -39,6 +39,9 @@ def render(report: Report, fmt: str) -> str:
         buf = io.StringIO()
         table.render(report, _console(buf))
         return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+    if fmt == "prometheus":
+        from .report import prometheus
+        return prometheus.render(report)
     return {"json": json_report.render, "junit": junit.render, "markdown": markdown.render}[fmt](report)
 
 
@@ -119,8 +122,14 @@ def main() -> None:
 @click.option("--record", type=click.Path(file_okay=False), help="Save every probe's output under DIR.")
 @click.option("--replay", type=click.Path(file_okay=False, exists=True), help="Read outputs from a --record DIR.")
 @click.option("--ssh-config", type=click.Path(dir_okay=False), help="ssh_config to honour (default ~/.ssh/config).")
-def run_cmd(inventory, checks, skip, limit, fmt, output, forks, deadline, strict, quiet, record, replay, ssh_config):
+@click.option("--history", is_flag=False, flag_value="", default=None, metavar="[DB]",
+              help="Store the run in DB (default $XDG_STATE_HOME/preflight/history.sqlite); one run at a time.")
+@click.option("--sweep", is_flag=True, help="Nightly mode: busy nodes reported busy, not disturbed; implies --history.")
+@click.option("--prom-output", type=click.Path(dir_okay=False), help="Also write Prometheus textfile metrics here.")
+def run_cmd(inventory, checks, skip, limit, fmt, output, forks, deadline, strict, quiet, record, replay, ssh_config,
+            history, sweep, prom_output):
     """Run the checks on every node of INVENTORY and report."""
+    from .ops_cli import RunExtras
     try:
         inv = load(inventory, limit=limit, ssh_config=ssh_config)
         runner_opts = Options(checks=_ids(checks), skip=_ids(skip), forks=forks, deadline=deadline, strict=strict)
@@ -129,21 +138,24 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, forks, deadline, strict
             from .transport.replay import Recorder
             recorder = Recorder(record)
         progress = _Progress(enabled=sys.stderr.isatty() and not quiet)
-        runner = Runner(inv, make_transport(replay), runner_opts, progress=progress, recorder=recorder)
+        runner = RunExtras.runner_class(sweep)(inv, make_transport(replay), runner_opts, progress=progress,
+                                               recorder=recorder)
     except (InventoryError, SelectionError) as exc:
         fail_usage(str(exc))
+    extras = RunExtras.start(history, sweep, prom_output, fmt, output)  # exits 2, 75 or 4 before any connection
     report = with_signals(runner, runner.run)
     progress.clear()
     if recorder is not None:
         recorder.write()
     emit(report, fmt, output, quiet)
+    extras.finish(report)
     sys.exit(report.exit_code)
 
 
 def emit(report: Report, fmt: str, output: str | None, quiet: bool) -> None:
     if output:
         try:
-            write_atomic(output, render(report, fmt))
+            write_atomic(output, render(report, fmt), mode=0o644 if fmt == "prometheus" else 0o600)
         except OSError as exc:
             click.echo(f"preflight: cannot write {output}: {exc.strerror}", err=True)
             sys.exit(EXIT_INTERNAL)
@@ -199,7 +211,8 @@ def inventory_show(inventory, limit, ssh_config) -> None:
 
 def _optional_commands() -> None:
     """Sub-tools that live in their own modules (simulator, planner)."""
-    for module, attr in (("preflight.sim.cli", "sim"), ("preflight.plan_cli", "plan")):
+    for module, attr in (("preflight.sim.cli", "sim"), ("preflight.plan_cli", "plan"),
+                         *(("preflight.ops_cli", c) for c in ("gate", "nagios", "history", "diff", "trend"))):
         try:
             mod = __import__(module, fromlist=[attr])
         except ImportError:
@@ -228,3 +241,7 @@ def entry() -> None:
         click.echo(f"preflight: internal error (a bug in preflight, please report it): "
                    f"{type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_INTERNAL)
+
+
+if __name__ == "__main__":
+    entry()

@@ -22,6 +22,7 @@ from .node import Node
 from .registry import CONNECT_ID, CheckInfo, discover, select
 from .transport import ConnectError, Session, Transport
 from .transport.batch import ProbeSpec
+from .transport.stream import CANCELLED
 
 NODE_UNREACHABLE = "node unreachable"
 
@@ -148,8 +149,11 @@ class Runner:
                                   f"{run.node.host}:{run.node.port}", duration_s=time.monotonic() - t0))
             checks = self._node_checks()
             self._gather(run, checks)
+            cut = {c.id for c in checks if any(o.error == CANCELLED for o in run.outputs.get(c.id, {}).values())}
+            if cut:  # the node's batch was still running at the deadline or interrupt
+                run.state, run.error = NodeStateKind.TIMEOUT, f"{self._cut_reason()} before the node finished"
             for info in checks:
-                if info.scope == "node" and info.id in self.reported:
+                if info.scope == "node" and info.id in self.reported and info.id not in cut:
                     self._evaluate_node(run, info)
         finally:
             run.done = True
@@ -192,6 +196,9 @@ class Runner:
         duration = probe_time + (time.monotonic() - t0)
         for f in findings or [Finding(Status.ERROR, "the check returned no result")]:
             self._add(run, _result(info.id, node.name, f, duration))
+
+    def _cut_reason(self) -> str:
+        return "interrupted" if self.interrupted else "cut off by --deadline"
 
     def _blocked(self, run: NodeRun, info: CheckInfo) -> str | None:
         if self.opts.skip_on_node:
@@ -292,7 +299,7 @@ class Runner:
 
     def _report(self, started: str) -> Report:
         nodes, results = [], []
-        cut = "interrupted" if self.interrupted else "cut off by --deadline"
+        cut = self._cut_reason()
         node_checks = [c for c in self.reported if self.every[c].scope == "node"]
         for name, r in self.runs.items():
             if not r.done and r.state is NodeStateKind.OK:

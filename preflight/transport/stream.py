@@ -10,7 +10,8 @@ from . import unfinished
 from .batch import DEFAULT_CAP, FrameParser, ProbeSpec, driver_script, new_nonce
 
 POLL_S = 0.25
-IDLE_SLACK_S = 15.0  # beyond a probe's own timeout: the remote `timeout` should have fired by then
+IDLE_SLACK_S = 15.0
+CANCELLED = "cancelled (run deadline or interrupt)"  # beyond a probe's own timeout: the remote `timeout` should have fired by then
 
 
 def collect(probes: list[ProbeSpec], start: Callable[[str], None], read: Callable[[], bytes | None],
@@ -27,7 +28,7 @@ def collect(probes: list[ProbeSpec], start: Callable[[str], None], read: Callabl
     try:
         while len(done) < len(probes):
             if cancel.is_set():
-                return unfinished(probes, done, "cancelled (run deadline or interrupt)")
+                return unfinished(probes, done, CANCELLED)
             data = read()
             if data is None:
                 if time.monotonic() - last > idle_limit:
