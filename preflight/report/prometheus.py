@@ -1,0 +1,154 @@
+"""Prometheus textfile-collector output (node_exporter --collector.textfile.directory).
+
+Why written by hand: the text format is a few lines of HELP/TYPE and samples, and keeping
+prometheus-client out of the runtime dependencies keeps the tool installable on bare login nodes
+(the tests parse our output with prometheus-client's own parser). Rules followed: `preflight_`
+prefix, base units (watts, bytes, seconds, ratio), explicit 0s, no timestamps (the collector adds
+its own; `preflight_last_run_timestamp_seconds` is what staleness alerts use), bounded labels.
+The file is replaced atomically in its own directory so the collector never reads half a file.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from ..atomic import write_atomic
+from ..model import NodeStateKind, Report, Status, worst
+
+CLUSTER_LABEL = "_cluster"
+PROM_MODE = 0o644  # node_exporter runs as its own user and must read the file; it holds no secrets
+
+# unit in details.metrics -> (suffix, factor to the base unit)
+UNITS: dict[str, tuple[str, float]] = {
+    "mW": ("watts", 1e-3), "W": ("watts", 1.0), "uW": ("watts", 1e-6),
+    "bytes": ("bytes", 1.0), "B": ("bytes", 1.0), "KiB": ("bytes", 1024.0), "MiB": ("bytes", 2.0 ** 20),
+    "GiB": ("bytes", 2.0 ** 30), "KB": ("bytes", 1e3), "GB": ("bytes", 1e9),
+    # npu-smi's "MB" columns (HBM-Usage(MB)) are MiB: 65536 MB is a 64 GiB chip
+    "MB": ("bytes", 2.0 ** 20),
+    "ms": ("seconds", 1e-3), "us": ("seconds", 1e-6), "s": ("seconds", 1.0),
+    "%": ("ratio", 0.01), "C": ("celsius", 1.0),
+    "GB/s": ("bytes_per_second", 1e9), "MB/s": ("bytes_per_second", 1e6), "B/s": ("bytes_per_second", 1.0),
+    "Gbps": ("bits_per_second", 1e9),
+}
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
+RESERVED = {"check", "node"}
+
+
+def _name(text: str) -> str:
+    out = _NAME_BAD.sub("_", text)
+    return out if out and not out[0].isdigit() else "_" + out
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _fmt(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def metric_name(name: str, unit: str) -> tuple[str, float]:
+    """`optical_rx_power` in mW -> (`preflight_optical_rx_power_watts`, 0.001)."""
+    suffix, factor = UNITS.get(unit, (_name(unit).strip("_").lower(), 1.0) if unit else ("", 1.0))
+    base = _name(name)
+    if suffix and not base.endswith("_" + suffix):
+        base += "_" + suffix
+    return "preflight_" + base, factor
+
+
+class _Families:
+    """Family name -> (help, {label tuple: value}); a repeated label set keeps the last value."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.help: dict[str, str] = {}
+        self.samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+
+    def add(self, name: str, help_text: str, labels: dict[str, str], value: float) -> None:
+        if name not in self.samples:
+            self.order.append(name)
+            self.help[name] = help_text
+            self.samples[name] = {}
+        self.samples[name][tuple(labels.items())] = value
+
+    def text(self) -> str:
+        lines: list[str] = []
+        for name in self.order:
+            lines.append(f"# HELP {name} {_escape_help(self.help[name])}")
+            lines.append(f"# TYPE {name} gauge")
+            for labels, value in self.samples[name].items():
+                lab = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels)
+                lines.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def _epoch(ts: str) -> float:
+    try:
+        return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except (TypeError, ValueError):
+        return datetime.now(timezone.utc).timestamp()
+
+
+def _metric_labels(node: str, check: str, labels: dict[str, Any]) -> dict[str, str]:
+    out = {"node": node, "check": check}
+    for k, v in sorted(labels.items()):
+        key = _name(str(k))
+        out["metric_" + key if key in RESERVED or key.startswith("__") else key] = str(v)
+    return out
+
+
+def families(report: Report, busy: Iterable[str] = ()) -> _Families:
+    fam = _Families()
+    per: dict[tuple[str, str], list[Status]] = {}
+    for r in report.results:
+        per.setdefault((r.check, r.node or CLUSTER_LABEL), []).append(r.status)
+    for (check, node), sts in per.items():
+        fam.add("preflight_check_status", "Worst status of a check on a node (pass 0, warn 1, fail 2, error 3, "
+                "skip -1); node _cluster is a cluster check's summary", {"check": check, "node": node},
+                worst(sts).number)
+    for n in report.nodes:
+        fam.add("preflight_node_reachable", "1 when the node was reached and authenticated, else 0",
+                {"node": n.name}, 1 if n.state is NodeStateKind.OK else 0)
+    busy = set(busy)
+    if busy or any("busy" in r.details for r in report.results):
+        for n in report.nodes:
+            fam.add("preflight_node_busy", "1 when a sweep found a job running on the node (not checked "
+                    "disruptively)", {"node": n.name}, 1 if n.name in busy else 0)
+    fam.add("preflight_last_run_timestamp_seconds", "When the last preflight run finished (Unix time)", {},
+            _epoch(report.finished_at))
+    fam.add("preflight_run_exit_code", "Exit code of the last run (SPEC.md: 0 ready, 1 not ready, 3 incomplete)",
+            {}, report.exit_code)
+    for r in report.results:
+        for m in r.details.get("metrics") or ():
+            if not isinstance(m, dict) or not isinstance(m.get("value"), (int, float)) or not m.get("name"):
+                continue
+            name, factor = metric_name(str(m["name"]), str(m.get("unit") or ""))
+            fam.add(name, f"{m['name']} from {r.check} (converted from {m.get('unit') or 'no unit'})",
+                    _metric_labels(r.node or CLUSTER_LABEL, r.check, m.get("labels") or {}),
+                    float(m["value"]) * factor)
+    return fam
+
+
+def busy_nodes(report: Report) -> list[str]:
+    """Nodes a sweep reported busy (npu.idle skipped with details.busy)."""
+    return sorted({r.node for r in report.results if r.check == "npu.idle" and r.node and r.details.get("busy")})
+
+
+def render(report: Report) -> str:
+    return families(report, busy_nodes(report)).text()
+
+
+def write(report: Report, path: str | os.PathLike) -> None:
+    """Temp file in the target's directory, fsync, rename (atomic.write_atomic)."""
+    write_atomic(path, render(report), mode=PROM_MODE)

@@ -1,0 +1,62 @@
+"""Nagios plugin output: exit codes by Nagios rules, one status line with perfdata, short."""
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from preflight import nagios
+from preflight.cli import main
+from preflight.model import Result, Status
+from tests.ops import make_report, optical_metrics
+
+PERF = re.compile(r"^('[^']+'|[^\s=']+)=-?[\d.e+-]+(s|ms|us|%|B|KB|MB|TB|c)?(;[\d.e+-]*){0,4}$")
+
+
+def test_ok_line_with_perfdata():
+    code, text = nagios.output(make_report(metrics={"node01": optical_metrics({(0, 0): 0.5, (1, 0): 0.7})}))
+    assert code == nagios.OK
+    first = text.splitlines()[0]
+    assert first.startswith("PREFLIGHT OK - all 3 nodes ready")
+    head, perf = first.split(" | ")
+    items = perf.split()
+    assert all(PERF.match(i) for i in items), items
+    assert "optical_rx_power_min=0.5" in items and "optical_rx_power_max=0.7" in items
+    assert "nodes=3;;;0" in items
+
+
+def test_failure_is_critical_and_names_the_nodes():
+    code, text = nagios.output(make_report(fail={"node02": "hccn.link"}))
+    assert code == nagios.CRITICAL
+    assert text.startswith("PREFLIGHT CRITICAL - 1/3 nodes not usable: node02")
+    assert "node02 hccn.link fail: device 5 link DOWN" in text
+
+
+def test_unreachable_node_is_critical_not_unknown():
+    code, text = nagios.output(make_report(unreachable={"node03"}))
+    assert code == nagios.CRITICAL
+    assert "node03: unreachable: connection refused" in text
+
+
+def test_warn_and_error_are_warning():
+    warn = Result("storage.disk", "node01", Status.WARN, "low", remediation="free it")
+    assert nagios.output(make_report(extra=[warn]))[0] == nagios.WARNING
+    err = Result("cann.env", "node01", Status.ERROR, "could not read the output")
+    code, text = nagios.output(make_report(extra=[err]))
+    assert code == nagios.WARNING and "error=1;1;;0" in text
+
+
+def test_output_stays_short_on_a_big_broken_cluster():
+    names = [f"node{i:04d}" for i in range(1000)]
+    code, text = nagios.output(make_report(nodes=names, fail={n: "hccn.link" for n in names[::2]},
+                                           unreachable=set(names[1::4])))
+    assert code == nagios.CRITICAL
+    assert len(text.encode()) <= nagios.MAX_BYTES
+    assert "more" in text.splitlines()[-1]
+    assert "750/1000 nodes not usable" in text.splitlines()[0] and " | " in text.splitlines()[0]
+
+
+def test_bad_inventory_is_unknown_one_line(tmp_path):
+    r = CliRunner().invoke(main, ["nagios", str(tmp_path / "missing.yaml")])
+    assert r.exit_code == 3
+    assert r.output.startswith("PREFLIGHT UNKNOWN - ") and len(r.output.strip().splitlines()) == 1
