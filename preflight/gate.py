@@ -1,0 +1,119 @@
+"""The job gate: a fast subset of checks under a deadline, and node lists a scheduler can use.
+
+Why a separate entry point: in front of `torchrun` or inside a Slurm prolog the question is only
+"may this job start here, and on which nodes", within seconds. So: node-level checks that need
+no traffic between nodes (plus ssh.connect), a 30 s deadline by default, exit codes exactly as
+`run` (0 is the only "go"; an unreachable node is never a go), and with `--exclude-out` the
+failing and unreachable nodes as a Slurm hostlist (`node[03,07]`) ready for `sbatch --exclude`;
+`--good-out` the usable ones for `--nodelist`.
+
+`--local` is for a Slurm Prolog, which runs on every allocated node: the checks run on this host
+through /bin/sh (no SSH), for one node built from this host's entry in the inventory when it has
+one (matched by $SLURMD_NODENAME or the host name), else from the inventory's defaults.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .atomic import write_atomic
+from .inventory import Inventory, InventoryError, load
+from .model import NodeStateKind, Report, Status
+from .nodeset import fold
+from .registry import discover
+
+FAST_CHECKS = ("ssh.connect", "npu.health", "npu.idle", "cann.env", "hccn.link", "hccn.ip", "env.comm",
+               "net.ports")
+DEFAULT_DEADLINE = 30.0
+
+
+def this_host_names() -> list[str]:
+    """Names this machine may have in an inventory, most specific first."""
+    names = [os.environ.get("SLURMD_NODENAME", ""), socket.gethostname(), socket.gethostname().split(".")[0]]
+    out: list[str] = []
+    for n in names:
+        if n and n not in out:
+            out.append(n)
+    return out
+
+
+def local_inventory(path: str | None) -> Inventory:
+    """One node, this host, for LocalTransport. Raises InventoryError (one line) on a bad inventory."""
+    names = this_host_names()
+    if path:
+        full = load(path)  # validate the whole file first: errors name the real file and line
+        for name in names:
+            if any(n.name == name for n in full.nodes):
+                return load(path, limit=name)
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        if "all" in doc and "nodes" not in doc:
+            defaults = dict((doc.get("all") or {}).get("vars") or {})
+            defaults = {k: v for k, v in defaults.items() if not k.startswith("ansible_")}
+            top: dict[str, Any] = {}
+        else:
+            defaults = dict(doc.get("defaults") or {})
+            top = {k: doc[k] for k in ("cluster", "checks") if doc.get(k) is not None}
+        original = full
+    else:
+        defaults, top, original = {}, {}, None
+    defaults.pop("host", None)
+    synthetic = {**top, "defaults": defaults, "nodes": [{"name": _safe_name(names[-1]), "host": "localhost"}]}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="preflight-local-", delete=False) as f:
+        yaml.safe_dump(synthetic, f)
+    try:
+        inv = load(f.name)
+    finally:
+        os.unlink(f.name)
+    if original is not None:
+        return dataclasses.replace(inv, path=original.path, sha256=original.sha256)
+    return dataclasses.replace(inv, path="(local)", sha256="")
+
+
+def _safe_name(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip("-.")
+    return cleaned or "localhost"
+
+
+def _matches(check_id: str, pattern: str) -> bool:
+    return check_id == pattern or check_id.startswith(pattern.rstrip(".") + ".")
+
+
+def gate_checks(checks: list[str] | None, local: bool) -> list[str]:
+    """The selection: the fast subset unless given (a default check not installed is left out; a
+    given one is validated by the runner); with --local, node-scope checks only: a prolog runs on
+    every node at once, and cross-node probes belong in the batch script."""
+    every = discover()
+    chosen = list(checks) if checks else [c for c in FAST_CHECKS if c in every]
+    if not local:
+        return chosen
+    for pattern in chosen:
+        if not any(_matches(k, pattern) for k in every):
+            raise InventoryError(f"no check matches {pattern!r} (see: preflight list-checks)")
+    expanded = [k for k, info in every.items() if info.scope == "node" and any(_matches(k, c) for c in chosen)]
+    if not expanded:
+        raise InventoryError("--local runs node checks only, and none of the selected checks is one")
+    return expanded
+
+
+def split_nodes(report: Report, strict: bool = False) -> tuple[list[str], list[str]]:
+    """(usable, excluded): excluded = unreachable, or any fail/error on the node (with strict, warn)."""
+    bad_status = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
+    bad = {n.name for n in report.nodes if n.state is not NodeStateKind.OK}
+    bad |= {r.node for r in report.results if r.node and r.status in bad_status}
+    names = [n.name for n in report.nodes]
+    return [n for n in names if n not in bad], [n for n in names if n in bad]
+
+
+def write_lists(report: Report, exclude_out: str | None, good_out: str | None, strict: bool = False) -> None:
+    """Hostlists, one line each (empty file when empty), written atomically, mode 0600."""
+    good, bad = split_nodes(report, strict)
+    if exclude_out:
+        write_atomic(exclude_out, (fold(bad) + "\n") if bad else "")
+    if good_out:
+        write_atomic(good_out, (fold(good) + "\n") if good else "")
