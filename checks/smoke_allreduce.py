@@ -1,0 +1,641 @@
+"""smoke.allreduce: a real 2-node all_reduce through torch.distributed, with a verdict.
+
+What it does: picks two nodes (the first two reachable nodes whose env.comm facts look fine, filled
+up with other reachable nodes; or `nodes: [a, b]`), and starts rank 0 on the first and rank 1 on the
+second at the same time, each inside its node's launch environment (env_files, env, launch_shell),
+with the inventory's `python`. So HCCL_IF_IP, HCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are exercised
+exactly as the job will use them. A small self-contained rank script (torch only) travels inline in
+the probe into a private `mktemp -d` directory that the probe's trap removes.
+- Backend: hccl when torch_npu imports and NPUs are visible, nccl when CUDA is available, else gloo
+  (`backend:` overrides; both ranks must agree, or the check fails naming the backends).
+- Rendezvous: rank 0 hosts a c10d TCPStore at its communication address (HCCL_IF_IP, else the
+  address of GLOO_SOCKET_IFNAME's interface, else the node's host) on `port:` or the first port of
+  `port_range:` not listening on rank 0 (net.ports facts); rank 0's bind is the in-probe free check.
+- Measurement: warm-up, then `iters` timed all_reduce of `size_mib` MiB (default 64; use 1 for
+  gates), exact check of the result (rank r contributes r+1 everywhere, the sum is 3), algbw and
+  busbw (= algbw * 2(n-1)/n) and the small-message latency in `details.metrics` (`busbw` GB/s,
+  `algbw` GB/s, `allreduce_latency` ms). `min_busbw_gbps:` warns, or fails with `below_min: fail`.
+- Verdict: both ranks exit with the right sum: pass. A rank that fails or hangs fails, naming the
+  side, with its first error lines (`Gloo connectFullMesh failed`, `Unable to find address for`,
+  HCCL `EI0006`, a c10d connect timeout, ...) and the matching remediation. The node whose own setup
+  broke is blamed (a missing NIC, torch missing, a taken port); when rank 1 cannot reach rank 0's
+  store, rank 0's side (its address or firewall) is blamed; when both only waited, both ends.
+- `rendezvous_timeout_s` (default 60) bounds the rendezvous (TCPStore and init_process_group
+  timeouts); the probe's remote timeout is rendezvous + run + startup. Other cluster checks' probes
+  may run before this one on a node: the rendezvous timeout must absorb that skew.
+- Cleanup: the probe's trap kills the rank and removes its directory on exit, TERM, INT or HUP; the
+  rank exits when its shell goes away; the runner's remote `timeout` kills the probe when the SSH
+  channel closes (Ctrl-C, --deadline). No rank process or temp file stays on a node.
+- `mode: pairs`: every selected node (`nodes:`, default all reachable) is paired and all pairs run
+  at once, each with its own port. A failing pair is blamed by the same side rules. Limitation: the
+  runner calls plan() once, so the re-pairing of a failing pair with known-good nodes (which names
+  the bad node when neither side's error does) happens only when the runner calls plan() again with
+  ctx.planned filled; plan() here already returns that second round when it sees the first.
+
+Why it matters: the last word before a launch. A collective that completes between two nodes with
+the job's own environment separates fabric and environment problems from model code
+(MIGRATION.md); the typical failures (FAILURES.md rows 4, 5, 9, 17-21, 24) all show up here in
+seconds instead of after a 30-minute HCCL timeout in the real job.
+
+How to fix: follow the remediation of the failing side: set GLOO_SOCKET_IFNAME/HCCL_SOCKET_IFNAME to
+an UP interface that reaches the peer (`ip -br addr`), HCCL_IF_IP to the node's own address on the
+training network, open the port range in the firewall (`iptables -S INPUT`), point the inventory's
+`python` at the interpreter with torch (and torch_npu), raise HCCL_CONNECT_TIMEOUT for EI0006.
+torch is not needed on the machine that runs preflight, only on the nodes.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from preflight import launchenv
+from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, Probe, Status, first_line, passed, q, skipped
+from preflight.model import worst
+from preflight.smoke import worker_source
+
+ID = "smoke.allreduce"
+SCOPE = "cluster"
+USES = ("env.comm", "net.ports")
+DEFAULTS: dict[str, Any] = {
+    "nodes": None,  # [rank0, rank1] (pair) or the selection (pairs); default: picked from the reachable nodes
+    "mode": "pair",  # pair | pairs
+    "backend": "auto",  # auto | hccl | nccl | gloo
+    "port": None,  # the rendezvous port; default: the first free one of port_range on rank 0
+    "port_range": "29400-29499",
+    "size_mib": 64,
+    "warmup": 2,
+    "iters": 5,
+    "rendezvous_timeout_s": 60,
+    "run_timeout_s": 120,  # bounds warm-up and timed loop after the rendezvous
+    "startup_s": 30,  # python + torch (+ torch_npu) import budget inside the probe timeout
+    "min_busbw_gbps": None,
+    "below_min": "warn",  # warn | fail
+    "device": 0,  # device index for hccl/nccl inside the launch environment's visible devices
+}
+SEP = "|"
+PREFIX = "smoke"
+TMP_PREFIX = ".pf-smoke."
+WORKER_NAME = "allreduce_worker.py"
+MARK = "pf_smoke"
+
+# ---------------------------------------------------------------- remediations by error text
+
+@dataclass(frozen=True)
+class Diagnosis:
+    kind: str
+    local: bool  # the failing node's own setup is at fault (blame it); False: it waited on its peer
+    remediation: str
+    peer_unreachable: bool = False  # could not connect to the peer's store: blame the peer's side
+
+
+R_IFNAME = ("GLOO_SOCKET_IFNAME (or HCCL_SOCKET_IFNAME) names an interface this node does not have: set it to "
+            "the UP interface on the training network (`ip -br addr`), e.g. export GLOO_SOCKET_IFNAME=eth0")
+R_MESH = ("Gloo could not connect the ranks: set GLOO_SOCKET_IFNAME on every node to the interface that reaches "
+          "the other nodes (not lo, not docker0), check that hostname -i is not 127.x, and that no firewall "
+          "drops TCP between the nodes (iptables -S INPUT)")
+R_STORE = ("rank 1 could not reach rank 0's rendezvous address:port: check that the address is rank 0's on the "
+           "training network (HCCL_IF_IP / MASTER_ADDR), that it is routed from rank 1 (ip route get ADDR), and "
+           "that rank 0's firewall accepts the port (iptables -S INPUT; open the port range)")
+R_WAIT = ("the peer never joined: look at the other rank's error first; otherwise check the network between the "
+          "two nodes (ping, firewall) and raise rendezvous_timeout_s if one node starts late")
+R_HANG = ("the rank hung until the timeout: check that both nodes reach each other on the communication "
+          "interface (net.ping_mesh), that no firewall drops the ports, and that the devices are idle (npu.idle)")
+R_EI0006 = ("HCCL EI0006 (socket timeout): a rank did not reach link setup within HCCL_CONNECT_TIMEOUT: check "
+            "HCCL_IF_IP/HCCL_SOCKET_IFNAME on both nodes, the firewall on HCCL's ports (HCCL_IF_BASE_PORT, default "
+            "60000-60015), and raise HCCL_CONNECT_TIMEOUT (e.g. 600) identically on every node")
+R_EI0009 = ("HCCL EI0009 (transport init): the link to the peer device failed: check the devices' RoCE links "
+            "and IPs (hccn_tool -i N -link -g / -ip -g; hccn.link, hccn.ip) on both nodes")
+R_BIND = ("the port is already in use on this node: stop the process holding it (ss -ltnp), or set this "
+          "check's `port`/`port_range` (and HCCL_IF_BASE_PORT) to a free range")
+R_TORCH = ("the inventory's `python` has no torch on this node: install torch (and torch_npu) there, or point "
+           "`python:` at the interpreter of the training environment")
+R_PYTHON = "the inventory's `python` is not runnable in the launch environment: fix `python:` or PATH (which python3)"
+R_NPU = ("torch_npu or the NPUs are not usable here: source set_env.sh in the launch environment (env_files), "
+         "install the torch_npu that matches torch, check npu-smi info")
+R_CUDA = "CUDA is not usable here: check nvidia-smi, CUDA_VISIBLE_DEVICES and the torch build (torch.version.cuda)"
+R_BACKEND = ("the nodes would use different backends: install torch_npu/CUDA identically on every node, or set "
+             "this check's `backend:` explicitly")
+R_SUM = ("the all_reduce completed with a wrong result: suspect the device or the fabric (run npu.health, "
+         "hccn.* checks) and rerun; do not launch on these nodes")
+R_HCCL = ("HCCL failed: read the EIxxxx code in the error and the plog (~/ascend/log), check HCCL_IF_IP, "
+          "the device links (hccn.link) and identical CANN versions (sw.consistency)")
+R_GENERIC = "read the error lines above; rerun the worker by hand on that node with the launch environment"
+R_MISSING = "the rank produced no result line: rerun; if it persists, run the probe by hand on the node"
+
+_RULES: list[tuple[re.Pattern[str], Diagnosis]] = [
+    (re.compile(r"Unable to find address for|ifa != nullptr|Unable to find interface", re.I),
+     Diagnosis("ifname", True, R_IFNAME)),
+    (re.compile(r"No module named '?torch_npu|torch_npu does not work|no NPU is visible", re.I),
+     Diagnosis("npu", True, R_NPU)),
+    (re.compile(r"No module named '?torch\b", re.I), Diagnosis("no_torch", True, R_TORCH)),
+    (re.compile(r"CUDA is not available", re.I), Diagnosis("cuda", True, R_CUDA)),
+    (re.compile(r"ranks picked different backends", re.I), Diagnosis("backend_mismatch", False, R_BACKEND)),
+    (re.compile(r"EJ0003|Failed to bind the IP port|Address already in use|address in use", re.I),
+     Diagnosis("port_in_use", True, R_BIND)),
+    (re.compile(r"EI0006|Getting socket times out", re.I), Diagnosis("hccl_socket_timeout", False, R_EI0006)),
+    (re.compile(r"EI0009|Transport init error", re.I), Diagnosis("hccl_transport", False, R_EI0009)),
+    (re.compile(r"connectFullMesh failed", re.I), Diagnosis("gloo_mesh", False, R_MESH)),
+    (re.compile(r"client socket has (timed out|failed to connect)|failed to connect/validate|"
+                r"Connection refused|No route to host|Network is unreachable", re.I),
+     Diagnosis("store_unreachable", False, R_STORE, peer_unreachable=True)),
+    (re.compile(r"wait timeout|Timed out waiting|Socket Timeout|timed out", re.I), Diagnosis("peer_wait", False, R_WAIT)),
+    (re.compile(r"Connection reset|Broken pipe|Connection closed by peer|recvValue failed|recvBytes failed", re.I),
+     Diagnosis("peer_gone", False, R_WAIT)),
+    (re.compile(r"HCCL|HcclComm|error code is \d+", re.I), Diagnosis("hccl", False, R_HCCL)),
+]
+HANG = Diagnosis("hang", False, R_HANG)
+WRONG_SUM = Diagnosis("wrong_sum", False, R_SUM)
+NO_PYTHON = Diagnosis("no_python", True, R_PYTHON)
+MISSING = Diagnosis("no_result", False, R_MISSING)
+GENERIC = Diagnosis("error", True, R_GENERIC)
+
+
+def diagnose(text: str) -> Diagnosis:
+    """The first rule whose pattern appears in the error text (most specific rules first)."""
+    for pattern, diag in _RULES:
+        if pattern.search(text):
+            return diag
+    return GENERIC
+
+
+# ---------------------------------------------------------------- per-rank result
+
+@dataclass(frozen=True)
+class RankResult:
+    """What one rank reported (its JSON line), or what its probe output says when there was none."""
+
+    node: str
+    rank: int
+    ok: bool
+    record: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_lines: tuple[str, ...] = ()
+    phase: str | None = None
+    diagnosis: Diagnosis | None = None
+
+    @property
+    def busbw(self) -> float | None:
+        return _num(self.record.get("busbw_gbps"))
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _json_line(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get(MARK):
+                return rec
+    return None
+
+
+def _lines(text: str, n: int = 6) -> tuple[str, ...]:
+    """First meaningful lines of an error text (C++ stack frames left out)."""
+    out = []
+    for ln in text.splitlines():
+        s = ln.strip()
+        if not s or s.startswith(("frame #", "Exception raised from", "Traceback", "File \"")):
+            continue
+        out.append(s[:300])
+        if len(out) >= n:
+            break
+    return tuple(out)
+
+
+def parse_rank(node: str, rank: int, out: CommandOutput | None) -> RankResult:
+    """One rank's probe output -> RankResult. Pure: works on recorded outputs."""
+    if out is None:
+        return RankResult(node, rank, False, error="the rank's probe did not run", diagnosis=MISSING)
+    rec = _json_line(out.stdout)
+    if rec is not None:
+        if rec.get("ok") and rec.get("sum_ok"):
+            return RankResult(node, rank, True, rec, phase=rec.get("phase"))
+        if rec.get("phase") == "done" and not rec.get("sum_ok"):
+            return RankResult(node, rank, False, rec, rec.get("error") or "wrong all_reduce result",
+                              (rec.get("error") or "",), "verify", WRONG_SUM)
+        lines = tuple(str(x) for x in rec.get("error_lines") or ()) or (str(rec.get("error") or ""),)
+        text = "\n".join(lines) + "\n" + out.stderr
+        diag = HANG if rec.get("kind") == "hang" else diagnose(text)
+        if diag is GENERIC and rec.get("kind") == "hang":
+            diag = HANG
+        return RankResult(node, rank, False, rec, str(rec.get("error") or first_line(text)),
+                          _lines("\n".join(lines)) or _lines(out.stderr), rec.get("phase"), diag)
+    err_lines = _lines(out.stderr) or _lines(out.stdout)
+    if out.timed_out:
+        return RankResult(node, rank, False, error=f"rank {rank} did not finish: {out.error or 'timed out'}",
+                          error_lines=err_lines, phase="timeout",
+                          diagnosis=diagnose(out.stderr) if diagnose(out.stderr) is not GENERIC else HANG)
+    if out.rc == 127 or re.search(r"python[0-9.]*: (command )?not found|No such file or directory", out.stderr):
+        return RankResult(node, rank, False, error=first_line(out.stderr) or "python not found",
+                          error_lines=err_lines, phase="start", diagnosis=NO_PYTHON)
+    text = out.stderr + "\n" + out.stdout
+    diag = diagnose(text)
+    why = out.error or f"exit {out.rc}"
+    return RankResult(node, rank, False, error=f"no result line ({why}): {first_line(text) or 'no output'}",
+                      error_lines=err_lines, phase="start", diagnosis=MISSING if diag is GENERIC and not text.strip() else diag)
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> dict[str, Any]:
+    """No node-scope probes of its own: the facts it reads are env.comm's and net.ports' (USES)."""
+    return {}
+
+
+# ---------------------------------------------------------------- choosing nodes, address, port
+
+def _facts(ctx: ClusterContext, node: str, check: str) -> Any:
+    return (ctx.facts.get(node) or {}).get(check)
+
+
+def _looks_fine(ctx: ClusterContext, node: str) -> bool:
+    """env.comm's own verdict on the node's facts, where they exist (no fail, no error)."""
+    facts = _facts(ctx, node, "env.comm")
+    if facts is None:
+        return False
+    try:
+        from . import env_comm
+        n = ctx.nodes[node]
+        params = n.check_params(env_comm.ID, env_comm.DEFAULTS) if hasattr(n, "check_params") else dict(env_comm.DEFAULTS)
+        findings = env_comm.evaluate(facts, params, n)
+        return not any(f.status in (Status.FAIL, Status.ERROR) for f in findings)
+    except Exception:  # noqa: BLE001 - an env.comm bug must not stop the smoke test
+        return True
+
+
+def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
+    """(selected nodes, problem). pair mode: exactly two; pairs mode: every selected node."""
+    p = ctx.params
+    pairs = p.get("mode") == "pairs"
+    wanted = p.get("nodes")
+    if wanted:
+        wanted = [str(x) for x in ([wanted] if isinstance(wanted, str) else wanted)]
+        missing = [n for n in wanted if n not in ctx.nodes]
+        if missing:
+            why = "unreachable" if all(m in ctx.unreachable for m in missing) else "not reachable or not in the inventory"
+            return [], f"node(s) {', '.join(missing)} named in smoke.allreduce nodes: are {why}"
+        if not pairs and len(wanted) != 2:
+            return [], f"smoke.allreduce nodes: needs exactly two nodes in pair mode, got {len(wanted)}"
+        return wanted, None
+    names = list(ctx.nodes)
+    fine = [n for n in names if _looks_fine(ctx, n)]
+    ordered = fine + [n for n in names if n not in fine]
+    if len(ordered) < 2:
+        return [], f"needs two reachable nodes, {len(ordered)} reachable"
+    return (ordered if pairs else ordered[:2]), None
+
+
+def comm_address(ctx: ClusterContext, node: str) -> tuple[str, str]:
+    """(address, source): HCCL_IF_IP, else GLOO_SOCKET_IFNAME's interface address, else the host."""
+    n = ctx.nodes[node]
+    facts = _facts(ctx, node, "env.comm")
+    env = dict(getattr(facts, "env", None) or {}) or dict(getattr(n, "env", {}) or {})
+    ip = (env.get("HCCL_IF_IP") or "").strip()
+    if ip:
+        return ip, "HCCL_IF_IP"
+    gloo = (env.get("GLOO_SOCKET_IFNAME") or "").split(",")[0].strip()
+    if gloo and facts is not None:
+        try:
+            iface = facts.iface(gloo)
+            family = getattr(facts, "family", "inet")
+            if iface is not None and iface.addresses(family):
+                return iface.addresses(family)[0].ip, f"GLOO_SOCKET_IFNAME={gloo}"
+        except AttributeError:
+            pass
+    return str(n.host), "inventory host"
+
+
+def _port_candidates(spec: Any) -> list[int]:
+    text = str(spec or "").strip()
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        lo_i, hi_i = int(lo), int(hi or lo)
+        if not (1024 <= lo_i <= hi_i <= 65535):
+            raise ValueError(f"smoke.allreduce port_range {text!r}: ports must be within 1024-65535")
+        out += list(range(lo_i, hi_i + 1))
+    return out
+
+
+def _listening_ports(ctx: ClusterContext, node: str) -> set[int]:
+    facts = _facts(ctx, node, "net.ports")
+    try:
+        return {int(ls.port) for ls in getattr(facts, "listeners", ()) or ()}
+    except (TypeError, ValueError, AttributeError):
+        return set()
+
+
+def choose_port(ctx: ClusterContext, rank0: str, taken: set[int]) -> int:
+    """The `port` parameter, else the first port of the range not listening on rank 0 (net.ports
+    facts, where present) and not used by another pair of this run."""
+    if ctx.params.get("port"):
+        return int(ctx.params["port"]) + len(taken)  # pairs mode: consecutive ports from the given one
+    busy = _listening_ports(ctx, rank0) | taken
+    for port in _port_candidates(ctx.params.get("port_range") or DEFAULTS["port_range"]):
+        if port not in busy:
+            return port
+    raise ValueError(f"no free port in smoke.allreduce port_range {ctx.params.get('port_range')} on {rank0}")
+
+
+# ---------------------------------------------------------------- the probe
+
+def probe_timeout(params: Mapping[str, Any]) -> float:
+    return (float(params.get("rendezvous_timeout_s") or 60) + float(params.get("run_timeout_s") or 120)
+            + float(params.get("startup_s") or 30))
+
+
+def rank_command(node: Any, rank: int, world: int, addr: str, port: int, params: Mapping[str, Any]) -> str:
+    """Shell text for one rank: write the worker into a private temp dir, run it inside the node's
+    launch environment with the inventory's python, remove everything on any exit."""
+    cfg = {"rank": rank, "world": world, "addr": addr, "port": int(port), "node": node.name,
+           "backend": str(params.get("backend") or "auto"), "size_mib": float(params.get("size_mib") or 64),
+           "warmup": int(params.get("warmup") or 2), "iters": int(params.get("iters") or 5),
+           "timeout_s": float(params.get("rendezvous_timeout_s") or 60),
+           "run_timeout_s": float(params.get("run_timeout_s") or 120), "device": int(params.get("device") or 0)}
+    b64 = base64.b64encode(worker_source().encode()).decode()
+    run = f'exec {q(node.python)} "$PF_SMOKE_DIR"/{WORKER_NAME} {q(json.dumps(cfg, sort_keys=True))}'
+    return "\n".join([
+        "umask 077",
+        f'd=$(mktemp -d "${{TMPDIR:-/tmp}}/{TMP_PREFIX}XXXXXX") || {{ echo "preflight: mktemp failed" >&2; exit 97; }}',
+        "p=",
+        'cleanup() { [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; sleep 0.2; kill -KILL "$p" 2>/dev/null; }; rm -rf "$d"; }',
+        "trap cleanup EXIT",
+        "trap 'cleanup; exit 143' TERM INT HUP",
+        f'printf %s {b64} | base64 -d >"$d"/{WORKER_NAME} || {{ echo "preflight: base64 -d failed" >&2; exit 97; }}',
+        f'PF_SMOKE_DIR="$d" {launchenv.command(node, run)} </dev/null &',
+        "p=$!",
+        'wait "$p"; rc=$?; p=',
+        'exit "$rc"',
+    ])
+
+
+def probe_name(round_no: int, a: str, b: str, rank: int) -> str:
+    return SEP.join((PREFIX, str(round_no), a, b, str(rank)))
+
+
+def _pair_probes(ctx: ClusterContext, pairs: list[tuple[str, str]], round_no: int,
+                 taken: set[int]) -> dict[str, dict[str, str | Probe]]:
+    plan: dict[str, dict[str, str | Probe]] = {}
+    timeout = probe_timeout(ctx.params)
+    for a, b in pairs:
+        addr, _ = comm_address(ctx, a)
+        port = choose_port(ctx, a, taken)
+        taken.add(port)
+        for rank, node in ((0, a), (1, b)):
+            cmd = rank_command(ctx.nodes[node], rank, 2, addr, port, ctx.params)
+            plan.setdefault(node, {})[probe_name(round_no, a, b, rank)] = Probe(cmd, timeout)
+    return plan
+
+
+def pairing(nodes: list[str]) -> list[tuple[str, str]]:
+    """Neighbours in order; an odd node out is paired with the first node (a second probe there,
+    which runs after its first in that node's batch)."""
+    pairs = [(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
+    if len(nodes) % 2 and len(nodes) > 2:
+        pairs.append((nodes[-1], nodes[0]))
+    return pairs
+
+
+def plan(ctx: ClusterContext) -> dict[str, dict[str, str | Probe]]:
+    """Round 1: the pair (or all pairs). Round 2 (only when the runner calls plan again with round 1
+    in ctx.planned): each failing pair's ends re-paired with nodes of passing pairs."""
+    nodes, problem = select_nodes(ctx)
+    if problem:
+        return {}
+    done = _pairs_run(ctx)
+    if not done:
+        return _pair_probes(ctx, pairing(nodes), 1, set())
+    if ctx.params.get("mode") != "pairs" or any(r >= 2 for r, _, _ in done):
+        return {}
+    results = {k: pair_result(ctx, *k) for k in done}
+    repairs = repair_plan(results)
+    return _pair_probes(ctx, repairs, 2, set()) if repairs else {}
+
+
+def repair_plan(results: Mapping[tuple[int, str, str], "PairResult"]) -> list[tuple[str, str]]:
+    """Each end of a failing pair, paired with a distinct node of a passing pair (known good)."""
+    good = [n for (_, a, b), r in results.items() if r.ok for n in (a, b)]
+    suspects = [n for (_, a, b), r in results.items() if not r.ok for n in (a, b)]
+    out, i = [], 0
+    for s in suspects:
+        if not good:
+            break
+        out.append((good[i % len(good)], s))  # known-good node hosts rank 0: the suspect is rank 1
+        i += 1
+    return out
+
+
+# ---------------------------------------------------------------- evaluation
+
+@dataclass(frozen=True)
+class PairResult:
+    a: str
+    b: str
+    ranks: tuple[RankResult, RankResult]
+    blamed: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.ranks)
+
+    @property
+    def busbw(self) -> float | None:
+        vals = [r.busbw for r in self.ranks if r.busbw is not None]
+        return min(vals) if vals else None  # the slower rank's view
+
+    def metric(self, key: str) -> float | None:
+        vals = [_num(r.record.get(key)) for r in self.ranks]
+        vals = [v for v in vals if v is not None]
+        return max(vals) if vals else None
+
+
+def _pairs_run(ctx: ClusterContext) -> list[tuple[int, str, str]]:
+    seen: dict[tuple[int, str, str], None] = {}
+    for outs in ctx.planned.values():
+        for name in outs:
+            parts = name.split(SEP)
+            if len(parts) == 5 and parts[0] == PREFIX and parts[1].isdigit():
+                seen[(int(parts[1]), parts[2], parts[3])] = None
+    return sorted(seen, key=lambda k: k[0])
+
+
+def blame(r0: RankResult, r1: RankResult) -> tuple[str, ...]:
+    """Which node(s) of a failed pair to name (see the module docstring)."""
+    failed = [r for r in (r0, r1) if not r.ok]
+    local = [r.node for r in failed if r.diagnosis is not None and r.diagnosis.local]
+    if local:
+        return tuple(local)
+    if len(failed) == 1:
+        return (failed[0].node,)
+    if r1.diagnosis is not None and r1.diagnosis.peer_unreachable and not (r0.diagnosis and r0.diagnosis.peer_unreachable):
+        return (r0.node,)  # rank 1 could not reach rank 0's store: rank 0's address/firewall
+    if any(r.diagnosis is WRONG_SUM for r in failed):
+        return (r0.node, r1.node)
+    return (r0.node, r1.node)
+
+
+def pair_result(ctx: ClusterContext, round_no: int, a: str, b: str) -> PairResult:
+    r0 = parse_rank(a, 0, (ctx.planned.get(a) or {}).get(probe_name(round_no, a, b, 0)))
+    r1 = parse_rank(b, 1, (ctx.planned.get(b) or {}).get(probe_name(round_no, a, b, 1)))
+    return PairResult(a, b, (r0, r1), () if (r0.ok and r1.ok) else blame(r0, r1))
+
+
+def _metrics(pr: PairResult) -> list[dict[str, Any]]:
+    labels = {"rank0": pr.a, "rank1": pr.b, "backend": str(pr.ranks[0].record.get("backend") or "")}
+    out = []
+    for name, key, unit in (("busbw", "busbw_gbps", "GB/s"), ("algbw", "algbw_gbps", "GB/s"),
+                            ("allreduce_latency", "latency_ms", "ms"), ("allreduce_time", "time_ms", "ms")):
+        vals = [v for v in (_num(r.record.get(key)) for r in pr.ranks) if v is not None]
+        if vals:
+            v = min(vals) if unit == "GB/s" else max(vals)  # the slower rank's view
+            out.append(Metric(name, v, unit, labels).to_dict())
+    return out
+
+
+def _rank_detail(r: RankResult) -> dict[str, Any]:
+    d: dict[str, Any] = {"node": r.node, "rank": r.rank, "ok": r.ok, "phase": r.phase}
+    for k in ("backend", "busbw_gbps", "algbw_gbps", "latency_ms", "time_ms", "size_bytes", "got", "expected",
+              "elapsed_s", "torch"):
+        if k in r.record:
+            d[k] = r.record[k]
+    if not r.ok:
+        d["error"] = r.error
+        d["error_lines"] = list(r.error_lines)
+        d["kind"] = r.diagnosis.kind if r.diagnosis else None
+    return d
+
+
+def _side(r: RankResult) -> str:
+    return f"rank {r.rank} on {r.node}"
+
+
+def _failure(pr: PairResult) -> tuple[str, str]:
+    """(summary, remediation) of a failed pair, led by the side(s) blamed."""
+    failed = [r for r in pr.ranks if not r.ok]
+    lead = next((r for r in failed if r.node in pr.blamed and r.diagnosis and r.diagnosis.local), None) \
+        or next((r for r in failed if r.diagnosis and r.diagnosis.peer_unreachable), None) or failed[0]
+    others = [r for r in failed if r is not lead]
+    summary = f"{_side(lead)} failed in {lead.phase or '?'}: {lead.error or 'no result'}"
+    if others:
+        o = others[0]
+        summary += f"; {_side(o)}: {o.error or 'no result'}"
+    diag = lead.diagnosis or GENERIC
+    return summary[:600], diag.remediation
+
+
+def _threshold(pr: PairResult, params: Mapping[str, Any]) -> tuple[Status, str] | None:
+    limit = params.get("min_busbw_gbps")
+    bw = pr.busbw
+    if limit is None or bw is None or bw >= float(limit):
+        return None
+    status = Status.FAIL if str(params.get("below_min") or "warn") == "fail" else Status.WARN
+    return status, f"busbw {bw:.3g} GB/s between {pr.a} and {pr.b} is under min_busbw_gbps {float(limit):g}"
+
+
+R_SLOW = ("the fabric between these nodes is slower than expected: check the link speed (ethtool, hccn_tool "
+          "-speed -g), that traffic uses the training NIC (HCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME), and "
+          "whether other jobs share the link")
+
+
+def evaluate(ctx: ClusterContext) -> list[Finding]:
+    nodes, problem = select_nodes(ctx)
+    if problem:
+        if ctx.params.get("nodes"):
+            return [Finding(Status.ERROR, problem)]
+        return [skipped(problem)]
+    runs = _pairs_run(ctx)
+    if not runs:
+        return [Finding(Status.ERROR, "no rank ran (the run was cut off, or the plan did not reach the nodes)")]
+    results = {k: pair_result(ctx, *k) for k in runs}
+    first = {k: r for k, r in results.items() if k[0] == 1}
+    second = {k: r for k, r in results.items() if k[0] == 2}
+    if ctx.params.get("mode") != "pairs":
+        return _evaluate_pair(next(iter(first.values())), ctx.params)
+    return _evaluate_pairs(first, second, ctx.params)
+
+
+def _evaluate_pair(pr: PairResult, params: Mapping[str, Any]) -> list[Finding]:
+    details: dict[str, Any] = {"rank0": pr.a, "rank1": pr.b, "ranks": [_rank_detail(r) for r in pr.ranks]}
+    if not pr.ok:
+        summary, remedy = _failure(pr)
+        details["blamed"] = list(pr.blamed)
+        out = [Finding(Status.FAIL, f"all_reduce {pr.a} <-> {pr.b} failed: {summary}", details, remedy)]
+        for node in pr.blamed:
+            r = next(x for x in pr.ranks if x.node == node)
+            why = r.error or "its peer could not reach it"
+            rem = (r.diagnosis or GENERIC).remediation if not r.ok else remedy
+            out.append(Finding(Status.FAIL, f"{_side(r)}: {why}"[:400], _rank_detail(r), rem, node=node))
+        return out
+    details["metrics"] = _metrics(pr)
+    r0 = pr.ranks[0].record
+    text = (f"all_reduce {pr.a} <-> {pr.b} ({r0.get('backend')}, {int(r0.get('size_bytes', 0)) / (1 << 20):g} MiB): "
+            f"sum correct, busbw {pr.busbw or 0:.3g} GB/s, latency {pr.metric('latency_ms') or 0:.3g} ms")
+    th = _threshold(pr, params)
+    if th:
+        return [Finding(th[0], f"{th[1]} ({text})", details, R_SLOW)]
+    return [passed(text, **details)]
+
+
+def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Mapping[tuple[int, str, str], PairResult],
+                    params: Mapping[str, Any]) -> list[Finding]:
+    bad_pairs = [r for r in first.values() if not r.ok]
+    verdict: dict[str, str] = {}  # blamed node -> why
+    remedies: dict[str, str] = {}
+    for pr in bad_pairs:
+        summary, remedy = _failure(pr)
+        retests = [r for r in second.values() if pr.a == r.b or pr.b == r.b]
+        if retests:  # round 2: the suspect as rank 1 with a known-good rank 0
+            for rt in retests:
+                if not rt.ok:
+                    s, rem = _failure(rt)
+                    verdict[rt.b] = f"failed with {pr.a if rt.b == pr.b else pr.b} and again with known-good {rt.a}: {s}"
+                    remedies[rt.b] = rem
+            if not any(n in verdict for n in (pr.a, pr.b)):
+                for n in (pr.a, pr.b):
+                    verdict[n] = f"the pair {pr.a} <-> {pr.b} failed, but each passed with a known-good node: {summary}"
+                    remedies[n] = remedy
+        else:
+            for n in pr.blamed:
+                verdict[n] = f"pair {pr.a} <-> {pr.b}: {summary}"
+                remedies[n] = remedy
+    metrics = [m for pr in first.values() if pr.ok for m in _metrics(pr)]
+    slow = [(pr, th) for pr in first.values() if pr.ok and (th := _threshold(pr, params))]
+    details: dict[str, Any] = {"pairs": [{"rank0": pr.a, "rank1": pr.b, "ok": pr.ok, "busbw_gbps": pr.busbw,
+                                          "blamed": list(pr.blamed), "round": 1} for pr in first.values()]
+                               + [{"rank0": pr.a, "rank1": pr.b, "ok": pr.ok, "blamed": list(pr.blamed), "round": 2}
+                                  for pr in second.values()],
+                               "metrics": metrics}
+    if bad_pairs and not second:
+        details["limitation"] = ("failing pairs were not re-paired (the runner plans one round): both ends of a "
+                                 "pair are named unless one side's own error points at it")
+    out: list[Finding] = []
+    if verdict:
+        out.append(Finding(Status.FAIL, f"{len(bad_pairs)} of {len(first)} pair(s) failed; "
+                           f"blamed: {', '.join(sorted(verdict))}", details, "see the per-node results"))
+        out += [Finding(Status.FAIL, why[:400], {}, remedies[n], node=n) for n, why in sorted(verdict.items())]
+    elif bad_pairs:
+        out.append(Finding(Status.FAIL, f"{len(bad_pairs)} of {len(first)} pair(s) failed", details,
+                           _failure(bad_pairs[0])[1]))
+    if slow:
+        status = worst(th[0] for _, th in slow)
+        if not out:
+            out.append(Finding(status, f"{len(slow)} of {len(first)} pair(s) under min_busbw_gbps", details, R_SLOW))
+        for pr, th in slow:
+            for n in (pr.a, pr.b):
+                if n not in verdict:
+                    out.append(Finding(th[0], th[1], {}, R_SLOW, node=n))
+    if not out:
+        bws = [pr.busbw for pr in first.values() if pr.busbw is not None]
+        out.append(passed(f"{len(first)} pair(s) passed all_reduce with the right sum; busbw min "
+                          f"{min(bws) if bws else 0:.3g} GB/s", **details))
+    return out

@@ -1,0 +1,195 @@
+"""One rank of preflight's smoke.allreduce: rendezvous, all_reduce, check the sum, print one JSON line.
+
+Shipped to the node inline (base64 inside the probe) and run with the node's own python inside its
+launch environment, so it may use nothing but the standard library and torch (torch_npu for hccl).
+Usage: python allreduce_worker.py '<json config>'; config keys: rank, world, addr, port, backend
+(auto|gloo|nccl|hccl), size_mib, warmup, iters, timeout_s (rendezvous), run_timeout_s, node.
+
+Why the shape: the check must tell *where* a launch would break, so every phase is named (import,
+backend, store, init, warmup, timed, verify) and the one JSON line on the real stdout carries the
+phase, the error's first lines, or the measurements. stdout is redirected to stderr at start so
+library chatter cannot corrupt that line. A watchdog bounds the whole run and a parent watcher exits
+when the probe's shell goes away, so no rank outlives its probe.
+"""
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+MARK = "pf_smoke"
+_real_stdout = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)  # whatever torch or a library prints goes to stderr; stdout carries our line only
+_lock = threading.Lock()
+_printed = [False]
+state = {"phase": "start"}
+
+
+def emit(record):
+    """Print the single JSON line (first caller wins) and flush."""
+    with _lock:
+        if _printed[0]:
+            return
+        _printed[0] = True
+        _real_stdout.write(json.dumps(record, sort_keys=True) + "\n")
+        _real_stdout.flush()
+
+
+def error_record(cfg, phase, text, kind="error"):
+    lines = [ln.rstrip() for ln in str(text).splitlines() if ln.strip()]
+    return {MARK: 1, "rank": cfg.get("rank"), "node": cfg.get("node"), "backend": state.get("backend"),
+            "ok": False, "phase": phase, "kind": kind, "error": (lines[0] if lines else kind)[:500],
+            "error_lines": [ln[:300] for ln in lines[:8]], "pid": os.getpid(),
+            "elapsed_s": round(time.time() - T0, 3)}
+
+
+def watchdog(cfg, limit):
+    """Exit with a 'hang' record if the rank is still busy after `limit` seconds."""
+    def fire():
+        emit(error_record(cfg, state["phase"], "no progress in phase %s after %.0fs (rank %s hung)"
+                          % (state["phase"], limit, cfg.get("rank")), kind="hang"))
+        os._exit(3)
+    t = threading.Timer(limit, fire)
+    t.daemon = True
+    t.start()
+
+
+def parent_watch():
+    """The probe shell died (Ctrl-C, remote timeout): do not linger as an orphan."""
+    parent = os.getppid()
+    def loop():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(4)
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def pick_backend(torch, wanted):
+    """hccl when torch_npu imports and NPUs are present, nccl with CUDA, else gloo."""
+    if wanted in ("hccl", "auto"):
+        try:
+            import torch_npu  # noqa: F401
+            if torch.npu.is_available() and torch.npu.device_count() > 0:
+                return "hccl"
+        except Exception as exc:  # noqa: BLE001
+            if wanted == "hccl":
+                raise RuntimeError("backend hccl asked for, but torch_npu does not work: %s" % exc)
+        if wanted == "hccl":
+            raise RuntimeError("backend hccl asked for, but no NPU is visible (torch.npu.device_count() == 0)")
+    if wanted in ("nccl", "auto"):
+        if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+            return "nccl"
+        if wanted == "nccl":
+            raise RuntimeError("backend nccl asked for, but CUDA is not available")
+    return "gloo"
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    rank, world = int(cfg["rank"]), int(cfg["world"])
+    rdv = float(cfg.get("timeout_s", 60))
+    run_s = float(cfg.get("run_timeout_s", 60))
+    parent_watch()
+    state["phase"] = "import"
+    import datetime
+    import torch
+    import torch.distributed as dist
+    watchdog(cfg, rdv + run_s + 5)
+    state["phase"] = "backend"
+    backend = pick_backend(torch, cfg.get("backend", "auto"))
+    state["backend"] = backend
+    state["phase"] = "store"
+    timeout = datetime.timedelta(seconds=rdv)
+    store = dist.TCPStore(cfg["addr"], int(cfg["port"]), world, rank == 0, timeout=timeout,
+                          wait_for_workers=False)
+    store.set("pf_backend_%d" % rank, backend)
+    peers = [store.get("pf_backend_%d" % r).decode() for r in range(world)]
+    if len(set(peers)) != 1:
+        raise RuntimeError("ranks picked different backends: %s" % ", ".join(
+            "rank %d %s" % (r, b) for r, b in enumerate(peers)))
+    state["phase"] = "init"
+    if backend == "hccl":
+        device = torch.device("npu", int(cfg.get("device", 0)))
+        torch.npu.set_device(device)
+        sync = torch.npu.synchronize
+    elif backend == "nccl":
+        device = torch.device("cuda", int(cfg.get("device", 0)))
+        torch.cuda.set_device(device)
+        sync = torch.cuda.synchronize
+    else:
+        device = torch.device("cpu")
+        sync = lambda: None  # noqa: E731
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                            timeout=timeout)  # the watchdog bounds the run phase
+    numel = max(1, int(float(cfg.get("size_mib", 64)) * (1 << 20)) // 4)
+    fill = float(rank + 1)  # rank r contributes r+1 everywhere: the sum is world*(world+1)/2 exactly
+    expected = world * (world + 1) / 2.0
+    t = torch.empty(numel, dtype=torch.float32, device=device)
+    state["phase"] = "warmup"
+    for _ in range(max(1, int(cfg.get("warmup", 2)))):
+        t.fill_(fill)
+        dist.all_reduce(t)
+    sync()
+    state["phase"] = "timed"
+    iters = max(1, int(cfg.get("iters", 5)))
+    times = []
+    for _ in range(iters):
+        t.fill_(fill)
+        sync()
+        dist.barrier() if backend == "gloo" else None
+        t0 = time.perf_counter()
+        dist.all_reduce(t)
+        sync()
+        times.append(time.perf_counter() - t0)
+    state["phase"] = "verify"
+    got_min, got_max = float(t.min().item()), float(t.max().item())
+    sum_ok = got_min == expected and got_max == expected
+    small = torch.full((1,), fill, dtype=torch.float32, device=device)
+    lat = []
+    for _ in range(max(3, iters)):
+        small.fill_(fill)
+        sync()
+        t0 = time.perf_counter()
+        dist.all_reduce(small)
+        sync()
+        lat.append(time.perf_counter() - t0)
+    size_bytes = numel * 4
+    avg = sum(times) / len(times)
+    algbw = size_bytes / avg / 1e9
+    busbw = algbw * 2.0 * (world - 1) / world
+    record = {MARK: 1, "rank": rank, "node": cfg.get("node"), "world": world, "backend": backend,
+              "ok": bool(sum_ok), "phase": "done", "sum_ok": bool(sum_ok), "expected": expected,
+              "got": [got_min, got_max], "size_bytes": size_bytes, "iters": iters,
+              "time_ms": round(avg * 1e3, 4), "time_min_ms": round(min(times) * 1e3, 4),
+              "algbw_gbps": round(algbw, 4), "busbw_gbps": round(busbw, 4),
+              "latency_ms": round(sorted(lat)[len(lat) // 2] * 1e3, 4),
+              "torch": getattr(torch, "__version__", ""), "pid": os.getpid(),
+              "elapsed_s": round(time.time() - T0, 3)}
+    if not sum_ok:
+        record.update(kind="wrong_sum", error="all_reduce result wrong: expected %g everywhere, got %g..%g"
+                      % (expected, got_min, got_max))
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - the measurement is done; teardown noise is not a verdict
+        pass
+    emit(record)
+
+
+T0 = time.time()
+if __name__ == "__main__":
+    try:
+        main()
+        code = 0 if _printed[0] else 1
+    except BaseException as exc:  # noqa: BLE001 - everything becomes the one JSON line
+        cfg = {}
+        try:
+            cfg = json.loads(sys.argv[1])
+        except Exception:  # noqa: BLE001
+            pass
+        text = "%s: %s" % (type(exc).__name__, exc)
+        emit(error_record(cfg, state["phase"], text + "\n" + "".join(traceback.format_exc().splitlines(True)[-3:])))
+        code = 2
+    sys.stderr.flush()
+    os._exit(code if _printed[0] else 1)

@@ -1,0 +1,290 @@
+"""smoke.allreduce, pure: node choice, quoting, and verdicts on recorded rank lines and failure texts.
+
+The JSON lines are the worker's real output shape (recorded from a 2-process gloo run with CPU
+torch 2.13); the error texts are verbatim from FAILURES.md and from torch's own messages. The last
+test runs the real worker script twice on this machine (skipped without torch).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from checks import smoke_allreduce as S
+from preflight.checkapi import ClusterContext, CommandOutput, Status
+from preflight.node import Node
+
+OK0 = {"pf_smoke": 1, "rank": 0, "node": "a", "world": 2, "backend": "gloo", "ok": True, "phase": "done",
+       "sum_ok": True, "expected": 3.0, "got": [3.0, 3.0], "size_bytes": 67108864, "iters": 5,
+       "time_ms": 76.196, "time_min_ms": 63.89, "algbw_gbps": 0.8807, "busbw_gbps": 0.8807,
+       "latency_ms": 0.2747, "torch": "2.13.0+cpu", "pid": 23531, "elapsed_s": 3.2}
+OK1 = {**OK0, "rank": 1, "node": "b", "algbw_gbps": 0.8731, "busbw_gbps": 0.8731, "latency_ms": 0.4867}
+
+
+def err(rank, node, phase, lines, kind="error"):
+    return {"pf_smoke": 1, "rank": rank, "node": node, "backend": "gloo", "ok": False, "phase": phase,
+            "kind": kind, "error": lines[0], "error_lines": lines}
+
+
+IFNAME = err(1, "b", "init", ["RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/device.cc:84] "
+                              "ifa != nullptr. Unable to find address for: eth9"])
+WAIT0 = err(0, "a", "init", ["DistStoreError: wait timeout after 6000ms, keys: /0//cpu//0/1"])
+MESH = err(0, "a", "init", ["RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error"])
+MESH1 = {**MESH, "rank": 1, "node": "b"}
+STORE1 = err(1, "b", "store", ["DistNetworkError: The client socket has timed out after 6000ms while trying to connect to (198.18.0.2, 29477)."])
+EI0006 = err(0, "a", "warmup", ["RuntimeError: InnerRunOpApi:... OPS function error: HcclAllreduce, error code is 6",
+                                "EI0006: ... Getting socket times out. Reason: Remote Rank did not send the data in time."])
+HUNG1 = err(1, "b", "warmup", ["no progress in phase warmup after 31s (rank 1 hung)"], kind="hang")
+NO_TORCH = "Traceback (most recent call last):\n  File \"w.py\", line 80\nModuleNotFoundError: No module named 'torch'\n"
+
+
+def out(record=None, stderr="", rc=None, timed_out=False) -> CommandOutput:
+    stdout = "" if record is None else "[W socket.cpp] chatter\n" + json.dumps(record) + "\n"
+    if rc is None:
+        rc = 0 if record is not None and record.get("ok") else 2
+    return CommandOutput(stdout=stdout, stderr=stderr, rc=rc, timed_out=timed_out,
+                         error="timed out after 36s" if timed_out else None)
+
+
+def node(name, host, **kw) -> Node:
+    return Node(name=name, host=host, python=kw.pop("python", "/opt/py env/bin/python3"), **kw)
+
+
+def ctx(params=None, planned=None, names=("a", "b", "c"), unreachable=()) -> ClusterContext:
+    nodes = {n: node(n, f"198.18.0.{i + 2}") for i, n in enumerate(names)}
+    return ClusterContext(nodes=nodes, facts={n: {} for n in nodes}, params={**S.DEFAULTS, **(params or {})},
+                          planned=planned or {}, unreachable=tuple(unreachable))
+
+
+def planned(r0: CommandOutput | None, r1: CommandOutput | None, a="a", b="b", round_no=1):
+    p: dict = {a: {}, b: {}}
+    if r0 is not None:
+        p[a][S.probe_name(round_no, a, b, 0)] = r0
+    if r1 is not None:
+        p[b][S.probe_name(round_no, a, b, 1)] = r1
+    return p
+
+
+def launch_words(cmd: str) -> list[str]:
+    """The `bash -c SCRIPT` words of a rank probe's launch line, as the node's sh will split them."""
+    line = next(ln for ln in cmd.splitlines() if ln.startswith('PF_SMOKE_DIR="$d" '))
+    return shlex.split(line.split('PF_SMOKE_DIR="$d" ', 1)[1].rsplit(" </dev/null", 1)[0])
+
+
+def config_of(cmd: str) -> dict:
+    inner = launch_words(cmd)[2]
+    return json.loads(shlex.split(inner.rsplit("allreduce_worker.py ", 1)[1])[0])
+
+
+def verdict(r0, r1, params=None):
+    findings = S.evaluate(ctx(params, planned(r0, r1)))
+    return findings[0], {f.node: f for f in findings if f.node}
+
+
+# ---------------------------------------------------------------- plan
+
+def test_plan_picks_the_first_two_nodes_rank0_on_the_first():
+    p = S.plan(ctx())
+    assert sorted(p) == ["a", "b"]
+    (n0,), (n1,) = p["a"], p["b"]
+    assert n0.endswith("|0") and n1.endswith("|1")
+    assert p["a"][n0].timeout == S.probe_timeout(S.DEFAULTS) == 60 + 120 + 30
+
+
+def test_plan_prefers_nodes_whose_facts_look_fine(monkeypatch):
+    monkeypatch.setattr(S, "_looks_fine", lambda c, n: n != "a")
+    assert sorted(S.plan(ctx())) == ["b", "c"]
+    monkeypatch.setattr(S, "_looks_fine", lambda c, n: n == "c")  # fewer than two fine: fill up in order
+    assert sorted(S.plan(ctx())) == ["a", "c"]
+
+
+def test_plan_named_nodes_and_their_problems():
+    p = S.plan(ctx({"nodes": ["c", "a"]}))
+    assert any(k.endswith("|0") for k in p["c"]) and any(k.endswith("|1") for k in p["a"])
+    assert S.plan(ctx({"nodes": ["a", "zz"]})) == {}
+    (f,) = S.evaluate(ctx({"nodes": ["a", "zz"]}))
+    assert f.status is Status.ERROR and "zz" in f.summary
+    (f,) = S.evaluate(ctx(names=("a",)))
+    assert f.status is Status.SKIP and "two reachable" in f.summary
+
+
+def test_rank_command_quotes_every_value_and_cleans_up():
+    n = Node(name="a", host="198.18.0.2", python="/opt/my env/bin/python3; rm -rf /",
+             env={"GLOO_SOCKET_IFNAME": "eth0 $(reboot)"}, env_files=("/etc/x y.sh",))
+    cmd = S.rank_command(n, 0, 2, "198.18.0.2", 29400, S.DEFAULTS)
+    words = launch_words(cmd)
+    assert words[:2] == ["bash", "-c"]
+    inner = words[2]
+    assert "export GLOO_SOCKET_IFNAME='eth0 $(reboot)'" in inner  # quoted by launchenv
+    assert shlex.quote("/opt/my env/bin/python3; rm -rf /") in inner
+    assert "trap cleanup EXIT" in cmd and "trap 'cleanup; exit 143' TERM INT HUP" in cmd
+    assert 'mktemp -d "${TMPDIR:-/tmp}/.pf-smoke.XXXXXX"' in cmd
+    cfg = config_of(cmd)
+    assert cfg["addr"] == "198.18.0.2" and cfg["port"] == 29400 and cfg["rank"] == 0 and cfg["world"] == 2
+
+
+def test_master_addr_is_rank0_comm_address_and_port_avoids_listeners():
+    c = ctx()
+    c.nodes["a"].env["HCCL_IF_IP"] = "10.1.1.1"  # Node.env is a plain dict
+    assert S.comm_address(c, "a") == ("10.1.1.1", "HCCL_IF_IP")
+    assert S.comm_address(c, "b") == ("198.18.0.3", "inventory host")
+
+    class Ls:
+        def __init__(self, port):
+            self.port = port
+
+    class Ports:
+        listeners = (Ls(29400), Ls(29401))
+
+    c.facts["a"]["net.ports"] = Ports()
+    assert S.choose_port(c, "a", set()) == 29402
+    assert S.choose_port(c, "a", {29402}) == 29403
+    assert S.choose_port(ctx({"port": 31000}), "a", set()) == 31000
+
+
+def test_pairs_mode_plans_every_node_with_distinct_ports():
+    p = S.plan(ctx({"mode": "pairs"}, names=("a", "b", "c", "d")))
+    assert sorted(p) == ["a", "b", "c", "d"]
+    ports = {config_of(probe.cmd)["port"] for v in p.values() for probe in v.values()}
+    assert len(ports) == 2
+
+
+def test_second_round_repairs_failing_pair_with_known_good_nodes():
+    names = ("a", "b", "c", "d")
+    first = {**planned(out(IFNAME | {"rank": 0, "node": "a"}), out(WAIT0 | {"rank": 1, "node": "b"})),
+             **planned(out(OK0), out(OK1), "c", "d")}
+    c = ctx({"mode": "pairs"}, first, names)
+    p = S.plan(c)
+    assert {k.split("|")[1] for v in p.values() for k in v} == {"2"}
+    assert ("c", "a") in S.repair_plan({k: S.pair_result(c, *k) for k in S._pairs_run(c)})
+
+
+# ---------------------------------------------------------------- verdicts
+
+def test_pass_reports_busbw_and_latency_metrics():
+    f, blamed = verdict(out(OK0), out(OK1))
+    assert f.status is Status.PASS and not blamed
+    m = {x["name"]: x for x in f.details["metrics"]}
+    assert m["busbw"]["value"] == 0.8731 and m["busbw"]["unit"] == "GB/s"  # the slower rank
+    assert m["allreduce_latency"]["value"] == 0.4867 and m["allreduce_latency"]["unit"] == "ms"
+    assert m["busbw"]["labels"]["rank0"] == "a"
+    assert "sum correct" in f.summary
+
+
+def test_busbw_formula():
+    assert OK0["busbw_gbps"] == OK0["algbw_gbps"] * 2 * (2 - 1) / 2  # n = 2: busbw == algbw
+
+
+@pytest.mark.parametrize("below,status", [("warn", Status.WARN), ("fail", Status.FAIL)])
+def test_min_busbw(below, status):
+    f, _ = verdict(out(OK0), out(OK1), {"min_busbw_gbps": 10, "below_min": below})
+    assert f.status is status and "min_busbw_gbps" in f.summary and f.remediation
+    f, _ = verdict(out(OK0), out(OK1), {"min_busbw_gbps": 0.5})
+    assert f.status is Status.PASS
+
+
+def test_missing_nic_blames_that_side():
+    f, blamed = verdict(out(WAIT0), out(IFNAME))
+    assert f.status is Status.FAIL and list(blamed) == ["b"]
+    assert "rank 1 on b" in f.summary and "Unable to find address for: eth9" in f.summary
+    assert "GLOO_SOCKET_IFNAME" in blamed["b"].remediation
+    assert blamed["b"].details["error_lines"][0].startswith("RuntimeError: [enforce fail")
+
+
+def test_store_unreachable_blames_rank0_side():
+    f, blamed = verdict(out(WAIT0), out(STORE1))
+    assert list(blamed) == ["a"] and "firewall" in f.remediation
+    assert "rank 1 on b" in f.summary  # the side that saw it
+
+
+def test_connect_full_mesh_on_both_sides_blames_both_ends():
+    f, blamed = verdict(out(MESH), out(MESH1))
+    assert sorted(blamed) == ["a", "b"] and "GLOO_SOCKET_IFNAME" in f.remediation
+    assert "connectFullMesh" in f.summary
+
+
+def test_hccl_ei0006():
+    f, blamed = verdict(out(EI0006), out(HUNG1))
+    assert f.status is Status.FAIL and "HCCL_CONNECT_TIMEOUT" in f.remediation and "EI0006" in f.remediation
+    assert sorted(blamed) == ["a", "b"]
+
+
+def test_hang_timeout_without_result_line():
+    r = S.parse_rank("b", 1, out(None, stderr="", rc=124, timed_out=True))
+    assert not r.ok and r.diagnosis is S.HANG and "did not finish" in r.error
+    f, blamed = verdict(out(WAIT0), out(None, rc=124, timed_out=True))
+    assert f.status is Status.FAIL and sorted(blamed) == ["a", "b"]
+    f, blamed = verdict(out(OK0), out(HUNG1))
+    assert list(blamed) == ["b"] and "hung" in f.summary and "net.ping_mesh" in f.remediation
+
+
+def test_python_without_torch_and_missing_python():
+    r = S.parse_rank("a", 0, out(None, stderr=NO_TORCH, rc=1))
+    assert r.diagnosis.kind == "no_torch" and r.diagnosis.local
+    f, blamed = verdict(out(None, stderr=NO_TORCH, rc=1), out(STORE1))
+    assert list(blamed) == ["a"] and "python" in blamed["a"].remediation
+    r = S.parse_rank("a", 0, out(None, stderr="bash: line 1: /opt/py/bin/python3: No such file or directory", rc=127))
+    assert r.diagnosis is S.NO_PYTHON
+
+
+def test_wrong_sum_and_port_in_use():
+    bad = {**OK0, "ok": False, "sum_ok": False, "got": [3.0, 4.0], "kind": "wrong_sum",
+           "error": "all_reduce result wrong: expected 3 everywhere, got 3..4"}
+    f, blamed = verdict(out(bad), out(OK1))
+    assert f.status is Status.FAIL and "wrong" in f.summary and blamed == {"a": blamed["a"]}
+    inuse = err(0, "a", "store", ["DistNetworkError: The server socket has failed to listen on any local network "
+                                  "address. port: 29400, useIpv6: 0, code: -98, name: EADDRINUSE, message: address in use"])
+    f, blamed = verdict(out(inuse), out(STORE1))
+    assert list(blamed) == ["a"] and "ss -ltnp" in f.remediation
+
+
+def test_every_fail_has_a_remediation_and_probe_missing_is_fail():
+    f, blamed = verdict(out(OK0), None)
+    assert f.status is Status.FAIL and f.remediation and all(x.remediation for x in blamed.values())
+    (f,) = S.evaluate(ctx())  # plan never reached the nodes
+    assert f.status is Status.ERROR
+
+
+def test_pairs_without_second_round_documents_the_limitation():
+    names = ("a", "b", "c", "d")
+    p = {**planned(out(WAIT0), out(IFNAME)), **planned(out(OK0), out(OK1), "c", "d")}
+    findings = S.evaluate(ctx({"mode": "pairs"}, p, names))
+    assert findings[0].status is Status.FAIL and "limitation" in findings[0].details
+    assert [f.node for f in findings if f.node] == ["b"]
+
+
+def test_pairs_second_round_names_the_bad_node():
+    names = ("a", "b", "c", "d")
+    p = {**planned(out(MESH), out(MESH1)), **planned(out(OK0), out(OK1), "c", "d")}
+    # round 2: c hosts a (passes), d hosts b (fails again)
+    for a, b, r1 in (("c", "a", out(OK1)), ("d", "b", out(MESH1))):
+        for n, v in planned(out(OK0) if r1.rc == 0 else out(MESH), r1, a, b, 2).items():
+            p.setdefault(n, {}).update(v)
+    findings = S.evaluate(ctx({"mode": "pairs"}, p, names))
+    assert [f.node for f in findings if f.node] == ["b"], [f.summary for f in findings]
+    assert "known-good d" in findings[1].summary
+
+
+# ---------------------------------------------------------------- the real worker, two local processes
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed (pip install torch==2.13.0)")
+def test_worker_runs_two_local_ranks():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params = {**S.DEFAULTS, "size_mib": 1, "iters": 2, "warmup": 1, "rendezvous_timeout_s": 20}
+    nodes = [Node(name=n, host="127.0.0.1", python=sys.executable, env={"GLOO_SOCKET_IFNAME": "lo"}) for n in "ab"]
+    procs = [subprocess.Popen(["sh", "-c", S.rank_command(nd, r, 2, "127.0.0.1", port, params)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r, nd in enumerate(nodes)]
+    outs = []
+    for p in procs:
+        o, e = p.communicate(timeout=60)
+        outs.append(CommandOutput(stdout=o, stderr=e, rc=p.returncode))
+    (f,) = S.evaluate(ctx(planned=planned(*outs), names=("a", "b")))
+    assert f.status is Status.PASS, f.summary
+    assert [r["got"] for r in f.details["ranks"]] == [[3.0, 3.0], [3.0, 3.0]]
