@@ -3,7 +3,8 @@
 What it checks: from each node, ICMP echo (`ping -c N`, iputils) to the communication address of
 every other node: HCCL_IF_IP, else the address of the interface HCCL_SOCKET_IFNAME (NCCL_SOCKET_IFNAME
 on NVIDIA) selects, else HCCL's default choice, as env.comm computed it. Each node pings all its
-targets in one command, at most `parallel` at a time. A pair with no reply fails; partial loss or an
+targets in one command: one python3 multi-target pinger (ICMP datagram or raw socket), or where
+that cannot run, `ping` processes at most `parallel` at a time. A pair with no reply fails; partial loss or an
 average RTT above `warn_rtt_ms` warns. Blame follows SPEC.md: a node that fails with most of its
 peers is named alone (it reaches nobody, or nobody reaches it); an isolated bad pair names both
 ends. `max_pairs` (0 = all) samples pairs deterministically on big clusters: every node still pings,
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Status, passed
 from preflight.model import worst
-from preflight.net import ping
+from preflight.net import ping, pinger
 from preflight.net.blame import blame_pairs
 
 ID = "net.ping_mesh"
@@ -38,6 +39,7 @@ DEFAULTS: dict = {
     "max_pairs": 0,  # 0: all ordered pairs; else about this many, spread evenly
     "warn_rtt_ms": 10.0,
     "matrix_limit": 64,  # nodes up to which details carry the full loss matrix
+    "pinger": "auto",  # auto: one python3 multi-target pinger per node, `ping` loop if it cannot run; ping: loop only
 }
 PROBE = "mesh"
 
@@ -81,7 +83,9 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
         by_src.setdefault(src, []).append((dst, addr[dst]))
     count, par, interval = int(p["count"]), int(p["parallel"]), float(p["interval"])
     per_ping = math.ceil(count * interval + 1) + 1
-    return {src: {PROBE: Probe(ping.mesh_script(t, count, par, interval),
+    loop_only = p.get("pinger") == "ping"
+    return {src: {PROBE: Probe(ping.mesh_script(t, count, par, interval) if loop_only else
+                               pinger.mesh_command(t, count, par, interval, getattr(ctx.nodes[src], "python", "python3")),
                                timeout=math.ceil(len(t) / max(1, par)) * per_ping + 15)}
             for src, t in by_src.items()}
 

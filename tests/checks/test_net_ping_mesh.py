@@ -55,7 +55,10 @@ def test_plan_all_pairs_one_probe_per_node():
     assert sorted(p) == ["node01", "node02", "node03", "node04"]
     cmd = p["node01"][M.PROBE].cmd
     assert "node02=10.0.0.2 node03=10.0.0.3 node04=10.0.0.4" in cmd and "10.0.0.1 " not in cmd
-    assert "ping -q -n -c 3 -i 0.2 -W 1 -w 2" in cmd
+    assert "ping -q -n -c 3 -i 0.2 -W 1 -w 2" in cmd  # the fallback loop
+    assert cmd.startswith("python3 -c ")
+    loop = M.plan(ctx_for(4, {"pinger": "ping"}))["node01"][M.PROBE].cmd
+    assert loop.startswith("set -f;") and "python3" not in loop
 
 
 @pytest.mark.parametrize("n,max_pairs,per_node", [(10, 0, 9), (10, 20, 2), (128, 1024, 8), (5, 1000, 4)])
@@ -135,11 +138,12 @@ def test_unreach_errors_sample_counts_as_loss():
     assert any("Network is unreachable" in f.summary for f in nodes)
 
 
-def test_planned_script_runs_against_loopback():
+@pytest.mark.parametrize("pinger", ["auto", "ping"])
+def test_planned_script_runs_against_loopback(pinger):
     ctx = ctx_for(2)
     ctx.facts["node02"]["env.comm"] = env_comm.Facts(env={"HCCL_IF_IP": "127.0.0.1"})
     ctx.facts["node01"]["env.comm"] = env_comm.Facts(env={"HCCL_IF_IP": "127.0.0.2"})
-    ctx.params.update(count=1)
+    ctx.params.update(count=1, pinger=pinger)
     for src, probes in M.plan(ctx).items():
         r = subprocess.run(["sh", "-c", probes[M.PROBE].cmd], capture_output=True, text=True, timeout=30)
         ctx.planned[src] = {M.PROBE: CommandOutput(stdout=r.stdout, rc=r.returncode)}

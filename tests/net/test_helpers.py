@@ -190,3 +190,14 @@ def test_hccl_default_order():
         "5: docker0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP\n    inet 172.17.0.1/16 scope global docker0\n"
         "6: enp1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 state UP\n    inet 10.1.0.2/16 scope global enp1\n")
     assert [i.name for i in ifname.hccl_default(IFS + extra)] == ["enp1", "eth0", "docker0", "lo"]
+
+
+def test_pinger_and_fallback_agree_locally():
+    from preflight.net import pinger
+    targets = [("a", "127.0.0.1"), ("b", "::1"), ("dead", "192.0.2.77")]
+    for python in ("python3", "no-such-python3"):  # the second runs the `ping` loop
+        out = subprocess.run(["sh", "-c", pinger.mesh_command(targets, 2, 4, python=python)],
+                             capture_output=True, text=True, timeout=30).stdout
+        res = {k: ping.parse_stats(v[2]) for k, v in ping.split_mesh(out).items()}
+        assert res["a"].received == 2 and res["b"].received == 2, out
+        assert res["dead"].received == 0 and res["dead"].loss_pct == 100.0
