@@ -216,3 +216,36 @@ def test_default_path_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_STATE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert hist.default_path() == tmp_path / ".local" / "state" / "preflight" / "history.sqlite"
+
+
+def test_run_with_unwritable_history_fails_before_connecting(tmp_path, monkeypatch):
+    from preflight import cli
+    from tests.ops import ScriptedTransport
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1}\n")
+    transport = ScriptedTransport({})
+    monkeypatch.setattr(cli, "make_transport", lambda replay: transport)
+    (tmp_path / "afile").write_text("x")
+    r = CliRunner().invoke(main, ["run", str(inv), "--history", str(tmp_path / "afile" / "h.sqlite"), "-q"])
+    assert r.exit_code == 4 and transport.connects == []
+    assert r.output.startswith("preflight: cannot create lock file") and len(r.output.strip().splitlines()) == 1
+
+
+def test_run_history_entry_then_diff_via_cli(tmp_path, monkeypatch):
+    """Two `run --history` invocations; the second adds a failing npu.idle; diff names it."""
+    from preflight import cli
+    from preflight.model import CommandOutput
+    from tests.ops import ScriptedTransport
+    from tests.support import fixture_body
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1}\n")
+    db = tmp_path / "h.sqlite"
+    for text in ("npu-smi_info__910B1_8card_idle_npu-smi24.1.0__vllm-ascend-4037.txt",
+                 "npu-smi_info__910B3_8card_1proc__vllm-ascend-6512.txt"):
+        body = fixture_body(text)
+        transport = ScriptedTransport({"n1": lambda cmd, b=body: CommandOutput(b if "npu-smi" in cmd else "", "", 0)})
+        monkeypatch.setattr(cli, "make_transport", lambda replay, t=transport: t)
+        CliRunner().invoke(main, ["run", str(inv), "--checks", "npu.idle", "--history", str(db), "-q"])
+    r = CliRunner().invoke(main, ["diff", "--db", str(db)])
+    assert "newly failing: 1" in r.output and "n1" in r.output and "npu.idle" in r.output
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
