@@ -1,0 +1,125 @@
+"""The meta-test: every check module in checks/ keeps the contract of preflight/checkapi.py.
+
+A new check is one module plus its fixture cases; this test is what holds it to the contract
+(docstring that says what/why/how, ID matching the file name, the functions its scope needs,
+DEFAULTS, known USES/REQUIRES, probes that build on a default node, a test file with a passing
+and a failing case). A check that is still being written fails here on purpose.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from preflight.checkapi import Probe
+from preflight.node import Node
+from preflight.registry import CONNECT_ID, discover, module_name
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKS_DIR = ROOT / "checks"
+CHECK_TESTS = Path(__file__).resolve().parent / "checks"
+MIN_DOC = 300  # a paragraph each for what, why and how is well over this
+
+ALL = discover()
+IDS = sorted(ALL)
+NO_PROBES = {CONNECT_ID}  # the runner makes its results from the connection attempt itself
+
+
+def test_every_module_in_checks_is_discovered():
+    files = sorted(p.stem for p in CHECKS_DIR.glob("*.py") if p.stem != "__init__" and not p.stem.startswith("_"))
+    found = sorted(module_name(c) for c in ALL)
+    assert files == found, "a module in checks/ without ID (or an ID that does not match its file) is never run"
+
+
+def test_ids_are_unique_and_connect_exists():
+    assert CONNECT_ID in ALL
+    assert len({module_name(c) for c in ALL}) == len(ALL)
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_docstring_says_what_why_how(cid):
+    doc = ALL[cid].doc
+    assert len(doc) >= MIN_DOC, f"{cid}: docstring is {len(doc)} chars; `preflight explain` prints it"
+    assert ALL[cid].title.strip(), f"{cid}: first docstring line (list-checks) is empty"
+    low = doc.lower()
+    assert re.search(r"\bwhy\b", low), f"{cid}: the docstring does not say why it matters"
+    assert re.search(r"\bhow\b", low), f"{cid}: the docstring does not say how it is judged or fixed"
+    assert re.search(r"\bfix|remed|run |install|set |restart|start ", low), f"{cid}: no way to fix is given"
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_id_matches_file_name(cid):
+    mod = ALL[cid].module
+    assert mod.ID == cid
+    assert mod.__name__.rsplit(".", 1)[-1] == module_name(cid), f"{cid} lives in {mod.__name__}"
+    assert re.fullmatch(r"[a-z][a-z0-9]*\.[a-z][a-z0-9_]*", cid), f"{cid}: ids are area.name in lower case"
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_scope_and_functions(cid):
+    info = ALL[cid]
+    mod = info.module
+    assert getattr(mod, "SCOPE", None) in ("node", "cluster"), f"{cid}: SCOPE must be 'node' or 'cluster'"
+    if cid in NO_PROBES:
+        return
+    if info.scope == "node":
+        missing = [f for f in ("probes", "parse", "evaluate") if not callable(getattr(mod, f, None))]
+        assert not missing, f"{cid}: a node check needs {missing}"
+    else:
+        assert callable(getattr(mod, "evaluate", None)), f"{cid}: a cluster check needs evaluate(ctx)"
+        if callable(getattr(mod, "probes", None)):
+            assert callable(getattr(mod, "parse", None)), f"{cid}: probes without parse"
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_defaults_is_a_dict(cid):
+    mod = ALL[cid].module
+    assert isinstance(getattr(mod, "DEFAULTS", None), dict), f"{cid}: DEFAULTS must be a dict (may be empty)"
+    assert all(isinstance(k, str) for k in mod.DEFAULTS)
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_uses_and_requires_name_existing_checks(cid):
+    mod = ALL[cid].module
+    for attr in ("USES", "REQUIRES"):
+        value = getattr(mod, attr, ())
+        assert isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value), \
+            f"{cid}: {attr} must be a tuple of check ids"
+        unknown = [v for v in value if v not in ALL]
+        assert not unknown, f"{cid}: {attr} names unknown checks {unknown}"
+        assert cid not in value, f"{cid}: {attr} names itself"
+    for dep in getattr(mod, "USES", ()):
+        assert ALL[dep].scope == "node", f"{cid}: USES {dep}, which is not a node check (no facts to share)"
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_probes_build_on_a_default_node(cid):
+    info = ALL[cid]
+    if not info.has("probes"):
+        assert info.scope == "cluster" or cid in NO_PROBES, f"{cid}: node check without probes()"
+        return
+    node = Node("n1", "h")
+    probes = info.module.probes(node, node.check_params(cid, info.defaults))
+    assert isinstance(probes, Mapping), f"{cid}: probes() returned {type(probes).__name__}"
+    # an empty mapping is fine: storage checks have nothing to look at on a node without paths
+    for name, probe in probes.items():
+        assert isinstance(name, str) and name, f"{cid}: probe name {name!r}"
+        assert isinstance(probe, (str, Probe)), f"{cid}: probe {name} is {type(probe).__name__}"
+        cmd = probe.cmd if isinstance(probe, Probe) else probe
+        assert cmd.strip(), f"{cid}: probe {name} is an empty command"
+
+
+def _test_files(cid: str) -> list[Path]:
+    mod = module_name(cid)
+    return sorted(CHECK_TESTS.glob(f"test_{mod}.py")) + sorted(CHECK_TESTS.glob(f"test_{mod}_*.py"))
+
+
+@pytest.mark.parametrize("cid", [c for c in IDS if c != CONNECT_ID])
+def test_has_a_passing_and_a_failing_case(cid):
+    files = _test_files(cid)
+    assert files, f"{cid}: no tests/checks/test_{module_name(cid)}.py"
+    text = "\n".join(f.read_text() for f in files)
+    assert re.search(r"Status\.PASS|[\"']pass[\"']", text), f"{cid}: no test asserts a passing outcome"
+    assert re.search(r"Status\.FAIL|[\"']fail[\"']", text), f"{cid}: no test asserts a failing outcome"
