@@ -26,7 +26,9 @@ pytestmark = [requires_netns,
               pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch not installed (pip install torch==2.13.0, CPU build)")]
 
-SIM_SPEC = {"nodes": 3}
+# An explicit subnet: the fixture's automatic pick fails while another session's big cluster holds
+# 198.18.0.0/16 on this machine; node namespaces are isolated, so only the host subnet must be free.
+SIM_SPEC = {"nodes": 3, "network": {"subnet": "198.19.250.0/24", "device_subnet": "198.19.251.0/24"}}
 SIM_MODE = "netns"
 RDV = 6  # rendezvous_timeout_s for the failure cases: keeps the module well under a minute
 PARAMS = {"size_mib": 4, "iters": 3, "warmup": 1, "rendezvous_timeout_s": RDV, "run_timeout_s": 20, "startup_s": 20}
@@ -90,8 +92,10 @@ def test_gloo_pair_passes_with_right_sum(sim_cluster, tmp_path):
 
 
 def test_missing_gloo_nic_on_one_node_names_it(sim_cluster, tmp_path):
-    bad = sim_cluster.nodes[1].name
-    report, took = run_smoke(sim_cluster, tmp_path, nodes={bad: {"env": {"GLOO_SOCKET_IFNAME": "eth9"}}})
+    good, bad = sim_cluster.nodes[0].name, sim_cluster.nodes[1].name
+    # named explicitly: by default the check would pick around the node env.comm already flags
+    report, took = run_smoke(sim_cluster, tmp_path, params={"nodes": [good, bad]},
+                             nodes={bad: {"env": {"GLOO_SOCKET_IFNAME": "eth9"}}})
     summary, blamed = results(report)
     assert summary.status is Status.FAIL
     assert list(blamed) == [bad], summary.summary
