@@ -14,7 +14,8 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,15 +115,21 @@ class Cluster:
 
     @property
     def nodes(self) -> list[SimNode]:
-        return [SimNode(name=n["name"], index=n["index"], host=n["host"], port=n["port"],
-                        namespace=n.get("namespace"), dir=Path(n["dir"]), ascend_home=n["ascend_home"],
-                        devices=n["devices"]) for n in self.rec["nodes"]]
+        return list(self._by_name().values())
+
+    def _by_name(self) -> dict[str, SimNode]:
+        if len(getattr(self, "_nodes", {})) != len(self.rec["nodes"]):
+            self._nodes = {n["name"]: SimNode(name=n["name"], index=n["index"], host=n["host"], port=n["port"],
+                                              namespace=n.get("namespace"), dir=Path(n["dir"]),
+                                              ascend_home=n["ascend_home"], devices=n["devices"])
+                           for n in self.rec["nodes"]}
+        return self._nodes
 
     def node(self, name: str) -> SimNode:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise SimError(f"no node named {name!r}")
+        try:
+            return self._by_name()[name]
+        except KeyError:
+            raise SimError(f"no node named {name!r}") from None
 
     # ---------------------------------------------------------------- bring-up
     @classmethod
@@ -164,6 +171,34 @@ class Cluster:
         auth.write_text(client_pub + " preflight-sim-client\n", encoding="utf-8")
         netns_mode = self.mode == "netns"
         Path("/run/sshd").exists() or self._make_host_dir("/run/sshd")
+        if netns_mode:
+            with netns.NetLock():  # held until our bridges own the subnets
+                sp = self._choose_network(sp)
+                self._build_network(sp, d, nm, client_pub, auth, ready_timeout)
+        else:
+            self._build_network(sp, d, nm, client_pub, auth, ready_timeout)
+        self._start_sshds([n.name for n in self.nodes])
+        self._wait_ready(self.nodes, ready_timeout)
+        self._write_inventory(sp)
+        rec["status"] = "up"
+        self._save()
+        for fault in sp.faults:
+            params = {k: v for k, v in fault.items() if k not in ("node", "fault")}
+            self.inject(fault["node"], fault["fault"], **params)
+
+    def _choose_network(self, sp: SimSpec) -> SimSpec:
+        if sp.subnet is None:
+            devices = sum(device_count(n) for n in sp.nodes)
+            net = netns.free_test_subnets(len(sp.nodes), devices)
+            sp = replace(sp, subnet=ipaddress.ip_network(net["subnet"]),
+                         device_subnet=ipaddress.ip_network(net["device_subnet"]))
+        self._check_subnet_free(sp)
+        return sp
+
+    def _build_network(self, sp: SimSpec, d: Path, nm: dict[str, str], client_pub: str, auth: Path,
+                       ready_timeout: float) -> None:
+        rec = self.rec
+        netns_mode = self.mode == "netns"
         ports = [22] * len(sp.nodes) if netns_mode else _free_ports(len(sp.nodes))
         dev_net = sp.device_subnet if netns_mode else LOOPBACK_DEVICE_NET
         dev_mask = str(dev_net.netmask)
@@ -178,7 +213,7 @@ class Cluster:
             count = device_count(ns_spec)
             dev_ips = [str(dev_net.network_address + offset + 1 + i) for i in range(count)]
             offset += count
-            host = str(sp.subnet.network_address + 1 + ns_spec.index) if netns_mode else "127.0.0.1"
+            host = str(sp.subnet.network_address + 1 + ns_spec.index) if netns_mode else "127.0.0.1"  # type: ignore[union-attr]
             asc_home = "/usr/local/Ascend" if netns_mode else str(node_dir / "ascend")
             state = build_state(ns_spec, host, dev_ips, dev_mask, netns.HOST_IFACE if netns_mode else "lo",
                                 netns.DEVICE_IFACE if netns_mode else "lo")
@@ -208,20 +243,11 @@ class Cluster:
                 (d / "mnt" / sub).mkdir(parents=True, exist_ok=True)
             rec["namespaces"] = [p["namespace"] for p in plan]
             rec["links"] = [nm["host_bridge"], nm["device_bridge"]] + [p[k] for p in plan for k in ("veth_host", "veth_dev")]
+            rec["subnet"], rec["device_subnet"] = str(sp.subnet), str(sp.device_subnet)
             self._save()  # before creating anything: a crash from here on is cleanable
-            with netns.NetLock():
-                self._check_subnet_free(sp)
-                netns.create(nm["host_bridge"], nm["device_bridge"],
-                             f"{sp.subnet.network_address + 1}/{sp.subnet.prefixlen}", plan)
+            netns.create(nm["host_bridge"], nm["device_bridge"],
+                         f"{sp.subnet.network_address + 1}/{sp.subnet.prefixlen}", plan)  # type: ignore[union-attr]
         self._save()
-        self._start_sshds([n.name for n in self.nodes])
-        self._wait_ready(self.nodes, ready_timeout)
-        self._write_inventory(sp)
-        rec["status"] = "up"
-        self._save()
-        for fault in sp.faults:
-            params = {k: v for k, v in fault.items() if k not in ("node", "fault")}
-            self.inject(fault["node"], fault["fault"], **params)
 
     def _check_subnet_free(self, sp: SimSpec) -> None:
         for iface, net in netns.used_networks():
@@ -321,10 +347,12 @@ class Cluster:
     def _wait_ready(self, nodes: list[SimNode], timeout: float) -> None:
         pending = list(nodes)
         deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            pending = [n for n in pending if not _banner(n.host, n.port)]
-            if pending:
-                time.sleep(0.05)
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            while pending and time.monotonic() < deadline:
+                ok = list(pool.map(lambda n: _banner(n.host, n.port), pending))
+                pending = [n for n, good in zip(pending, ok) if not good]
+                if pending:
+                    time.sleep(0.05)
         if pending:
             raise SimError(f"sshd not answering on {', '.join(n.name for n in pending[:5])} after {timeout:.0f}s")
 

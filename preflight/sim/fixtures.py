@@ -16,7 +16,6 @@ import pytest
 
 from . import netns
 from .cluster import Cluster
-from .procs import SimError
 
 _serial = itertools.count()
 
@@ -33,18 +32,7 @@ def sim_cluster_factory() -> Iterator[Callable[..., Cluster]]:
     root = Path(tempfile.mkdtemp(prefix="pfsim-"))
 
     def make(spec: dict[str, Any], mode: str = "auto", **kw: Any) -> Cluster:
-        spec = dict(spec)
-        directory = root / f"c{next(_serial)}"
-        auto_net = mode in ("netns", "auto") and _NETNS_OK and "network" not in spec
-        for attempt in range(5):
-            if auto_net:
-                spec["network"] = netns.free_test_subnets()  # other sessions may run clusters too
-            try:
-                c = Cluster.up(spec, dir=directory, mode=mode, **kw)
-                break
-            except SimError as exc:
-                if not auto_net or "already in use" not in str(exc) or attempt == 4:
-                    raise
+        c = Cluster.up(dict(spec), dir=root / f"c{next(_serial)}", mode=mode, **kw)
         made.append(c)
         return c
 

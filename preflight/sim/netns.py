@@ -51,17 +51,40 @@ def used_networks() -> list[Any]:
     return nets
 
 
-def free_test_subnets() -> dict[str, str]:
-    """A /24 host subnet and its /24 device twin that no interface here uses yet (for clusters
-    that coexist, e.g. several test sessions at once). Racy on its own: Cluster.up re-checks
-    under a lock and refuses a subnet taken meanwhile."""
+def free_test_subnets(nodes: int = 64, devices: int = 1024, first: bool = True) -> dict[str, str]:
+    """A host subnet and a device subnet (at least /24, big enough) that no interface here uses
+    yet, so clusters that coexist (several test sessions, a demo) never collide. `first` takes the
+    lowest free blocks (stable addresses); otherwise a random one. Racy on its own: call it under
+    NetLock, as Cluster.up does."""
+    import ipaddress
     import random
-    used = {str(net) for _, net in used_networks()}
-    start = random.randrange(1, 255)
-    for k in [(start + i) % 254 + 1 for i in range(254)]:
-        if f"198.18.{k}.0/24" not in used and "198.18.0.0/16" not in used:
-            return {"subnet": f"198.18.{k}.0/24", "device_subnet": f"198.19.{k}.0/24"}
-    raise SimError("no free test subnet in 198.18.0.0/16")
+
+    used = [net for _, net in used_networks()]
+
+    def pick(base: str, need: int) -> str:
+        plen = 24
+        while plen > 16 and (1 << (32 - plen)) - 2 < need:
+            plen -= 1
+        blocks = list(ipaddress.ip_network(base).subnets(new_prefix=plen))
+        start = 0 if first else random.randrange(len(blocks))
+        for i in range(len(blocks)):
+            b = blocks[(start + i) % len(blocks)]
+            if not any(b.overlaps(u) for u in used):
+                return str(b)
+        raise SimError(f"no free test subnet for {need} addresses in {base} (other simulated clusters up?)")
+
+    # Prefer the conventional halves (host in 198.18/16, devices in 198.19/16); fall back to any
+    # free block of the test range when another cluster holds a whole half.
+    try:
+        host = pick("198.18.0.0/16", nodes + 2)
+    except SimError:
+        host = pick("198.18.0.0/15", nodes + 2)
+    used.append(ipaddress.ip_network(host))
+    try:
+        dev = pick("198.19.0.0/16", devices)
+    except SimError:
+        dev = pick("198.18.0.0/15", devices)
+    return {"subnet": host, "device_subnet": dev}
 
 
 class NetLock:

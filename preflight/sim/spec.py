@@ -6,9 +6,11 @@ that passes for the wrong reason. Every problem is one line naming the place and
     cluster: demo                 # optional; the inventory's cluster name
     nodes: 4                      # a count (names prefix01..), or a list of names / {name:, <node keys>}
     prefix: node                  # name prefix when nodes is a count
-    network:                      # test ranges only (inside 198.18.0.0/15, RFC 2544)
-      subnet: 198.18.0.0/16       # host network; the control end is the first address
-      device_subnet: 198.19.0.0/16
+    network:                      # optional; test ranges only (inside 198.18.0.0/15, RFC 2544)
+      subnet: 198.18.0.0/24       # host network; the control end is the first address
+      device_subnet: 198.19.0.0/24
+                                  # without network:, bring-up picks the first free blocks
+                                  # (at least /24) of 198.18.0.0/16 and 198.19.0.0/16
     defaults: {layout: 910B}      # node keys every node gets
     faults:                       # applied after bring-up; see preflight.sim docstring
       - {node: node02, fault: npu_health, device: 3, status: Alarm, codes: [A4025021]}
@@ -56,15 +58,15 @@ class NodeSpec:
     cann_version: str | None = None
     arch: str = field(default_factory=platform.machine)
     hccn_conf: bool = True
-    data_files: dict[str, int] = field(default_factory=lambda: {"train.bin": 65536})
+    data_files: dict[str, int] = field(default_factory=lambda: {"train.bin": 65536, "train.idx": 4096})
 
 
 @dataclass(frozen=True)
 class SimSpec:
     cluster: str
     nodes: tuple[NodeSpec, ...]
-    subnet: ipaddress.IPv4Network
-    device_subnet: ipaddress.IPv4Network
+    subnet: ipaddress.IPv4Network | None         # None: chosen free at bring-up
+    device_subnet: ipaddress.IPv4Network | None
     faults: tuple[dict[str, Any], ...]
     source: str = "<spec>"
 
@@ -105,13 +107,14 @@ def _node_keys(source: str, where: str, raw: Any) -> dict[str, Any]:
     return out
 
 
-def _network(source: str, raw: Any) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
-    raw = raw or {}
+def _network(source: str, raw: Any) -> tuple[Any, Any]:
+    if raw is None:
+        return None, None
     if not isinstance(raw, dict):
         raise _fail(source, "network", "must be a mapping")
     _unknown(source, "network", raw, NETWORK_KEYS)
     nets = []
-    for key, default in (("subnet", "198.18.0.0/16"), ("device_subnet", "198.19.0.0/16")):
+    for key, default in (("subnet", "198.18.0.0/24"), ("device_subnet", "198.19.0.0/24")):
         try:
             net = ipaddress.ip_network(str(raw.get(key, default)), strict=True)
         except ValueError as exc:
@@ -171,12 +174,12 @@ def parse_spec(raw: Any, source: str = "<spec>") -> SimSpec:
             raise _fail(source, f"nodes[{i - 1}]", f"duplicate node name {name!r}")
         seen.add(name)
         nodes.append(NodeSpec(name=name, index=i, **{**defaults, **keys}))
-    capacity = subnet.num_addresses - 3  # network, broadcast, the control end
+    capacity = subnet.num_addresses - 3 if subnet else 65533  # network, broadcast, the control end
     if len(nodes) > capacity:
         raise _fail(source, "nodes", f"{len(nodes)} nodes do not fit subnet {subnet} (holds {capacity})")
     devices = sum(n.npus * (n.chips_per_npu or LAYOUTS[n.layout].chips_per_npu) for n in nodes)
-    if devices > device_subnet.num_addresses - 2:
-        raise _fail(source, "nodes", f"{devices} devices do not fit device_subnet {device_subnet}")
+    if devices > (device_subnet.num_addresses - 2 if device_subnet else 65534):
+        raise _fail(source, "nodes", f"{devices} devices do not fit device_subnet {device_subnet or '198.19.0.0/16'}")
     faults = []
     for i, fault in enumerate(raw.get("faults") or []):
         where = f"faults[{i}]"

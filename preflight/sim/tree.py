@@ -26,7 +26,8 @@ def package_text(kind: str, name: str) -> str:
 
 
 def put(path: Path, text: str | bytes, mode: int | None = None) -> None:
-    """Atomic write; skipped when the content is already there (cheap re-renders)."""
+    """Replace a file atomically (a probe reading it sees old or new text); skipped when the
+    content is already there, written in place when the file is new (bring-up: fewer syscalls)."""
     data = text.encode() if isinstance(text, str) else text
     try:
         if path.stat().st_size == len(data) and path.read_bytes() == data:
@@ -35,6 +36,10 @@ def put(path: Path, text: str | bytes, mode: int | None = None) -> None:
             return
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        if mode is not None:
+            os.chmod(path, mode)
+        return
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
     if mode is not None:
@@ -78,7 +83,6 @@ def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
     asc = node_dir / "ascend"
     out = node_dir / "out"
     npu_out, hccn_out = out / "npu", out / "hccn"
-    tool_out = shlex.quote(str(npu_out))
 
     # Ascend install
     put(asc / "driver" / "version.info", driver_version_info(state["driver_version"]))
@@ -104,39 +108,47 @@ def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
     else:
         remove(tk / "set_env.sh")
 
-    # tools
-    hccn_script = package_text("tools", "hccn_tool").replace("@OUT@", shlex.quote(str(hccn_out)))
-    put(asc / "driver" / "tools" / "hccn_tool", hccn_script, 0o755)
-    if state["npu_smi"] == "missing":
-        remove(node_dir / "bin" / "npu-smi")
-    else:
-        put(node_dir / "bin" / "npu-smi", package_text("tools", "npu-smi").replace("@OUT@", tool_out), 0o755)
-
-    # npu-smi outputs
+    # npu-smi: whole outputs as files, per-card/per-chip ones as "@@id" sections of one file
     files = render_npusmi.render_all(state)
-    files.update(invalid_card=render_npusmi.INVALID_CARD, invalid_chip=render_npusmi.INVALID_CHIP,
-                 not_found=render_npusmi.NOT_FOUND, busy=render_npusmi.BUSY)
+    sections: dict[str, list[str]] = {"health": [], "board": []}
     for name, text in files.items():
+        kind, _, key = name.partition(".")
+        if kind in sections:
+            sections[kind].append(f"@@{key}\n{text}")
+        else:
+            put(npu_out / name, text)
+    for kind, parts in sections.items():
+        put(npu_out / kind, "".join(parts))
+    for name, text in (("invalid_card", render_npusmi.INVALID_CARD), ("invalid_chip", render_npusmi.INVALID_CHIP),
+                       ("not_found", render_npusmi.NOT_FOUND), ("busy", render_npusmi.BUSY)):
         put(npu_out / name, text)
     if state["npu_smi"] in ("hang", "busy"):
         put(npu_out / "mode", state["npu_smi"] + "\n")
     else:
         remove(npu_out / "mode")
-
-    # hccn_tool outputs
-    put(hccn_out / "err_major_type", render_hccn.ERR_MAJOR_TYPE)
-    if state["hccn"]:
-        remove(hccn_out / "unsupported")
+    cards = " ".join(str(n["id"]) for n in state["npus"])
+    chip_ids = " ".join(f"{n['id']}.{c['chip']}" for n in state["npus"] for c in n["chips"])
+    if state["npu_smi"] == "missing":
+        remove(node_dir / "bin" / "npu-smi")
     else:
-        put(hccn_out / "unsupported", "1\n")
+        script = package_text("tools", "npu-smi").replace("@OUT@", shlex.quote(str(npu_out)))
+        put(node_dir / "bin" / "npu-smi", script.replace("@CARDS@", cards).replace("@CHIPS@", chip_ids), 0o755)
+
+    # hccn_tool: one file per command, one "@@id" section per device
+    per_cmd: dict[str, list[str]] = {}
     for d in state["devices"]:
-        ddir = hccn_out / str(d["id"])
-        rendered = render_hccn.render_device(state, d)
-        for name, text in rendered.items():
-            put(ddir / name, text)
-        for stale in ("ip.err",):
-            if stale not in rendered:
-                remove(ddir / stale)
+        for name, text in render_hccn.render_device(state, d).items():
+            if not name.endswith(".err"):
+                per_cmd.setdefault(name, []).append(f"@@{d['id']}\n{text}")
+    for name, parts in per_cmd.items():
+        put(hccn_out / name, "".join(parts))
+    put(hccn_out / "err_major_type", render_hccn.ERR_MAJOR_TYPE)
+    script = package_text("tools", "hccn_tool").replace("@OUT@", shlex.quote(str(hccn_out)))
+    script = script.replace("@DEVS@", " ".join(str(d["id"]) for d in state["devices"]))
+    script = script.replace("@NOIP@", " ".join(str(d["id"]) for d in state["devices"] if not d["shown_ip"]))
+    script = script.replace("@SUPPORTED@", "1" if state["hccn"] else "0")
+    put(asc / "driver" / "tools" / "hccn_tool", script, 0o755)
+
     conf = render_hccn.render_hccn_conf(state)
     if conf is None:
         remove(node_dir / "etc" / "hccn.conf")

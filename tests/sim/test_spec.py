@@ -17,7 +17,9 @@ def refused(spec) -> str:
 def test_defaults() -> None:
     sp = parse_spec({"nodes": 3})
     assert [n.name for n in sp.nodes] == ["node01", "node02", "node03"]
-    assert str(sp.subnet) == "198.18.0.0/16" and str(sp.device_subnet) == "198.19.0.0/16"
+    assert sp.subnet is None and sp.device_subnet is None  # chosen free at bring-up
+    sp = parse_spec({"nodes": 3, "network": {"subnet": "198.18.7.0/24"}})
+    assert str(sp.subnet) == "198.18.7.0/24" and str(sp.device_subnet) == "198.19.0.0/24"
 
 
 def test_list_of_nodes_with_overrides() -> None:
