@@ -39,6 +39,7 @@ DEFAULTS: dict = {
     "max_pairs": 0,  # 0: all ordered pairs; else about this many, spread evenly
     "warn_rtt_ms": 10.0,
     "matrix_limit": 64,  # nodes up to which details carry the full loss matrix
+    "reply_wait_s": 2.0,  # pinger: how long to wait for replies after the last request (ARP on a cold cache)
     "pinger": "auto",  # auto: one python3 multi-target pinger per node, `ping` loop if it cannot run; ping: loop only
 }
 PROBE = "mesh"
@@ -85,7 +86,8 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     per_ping = math.ceil(count * interval + 1) + 1
     loop_only = p.get("pinger") == "ping"
     return {src: {PROBE: Probe(ping.mesh_script(t, count, par, interval) if loop_only else
-                               pinger.mesh_command(t, count, par, interval, getattr(ctx.nodes[src], "python", "python3")),
+                               pinger.mesh_command(t, count, par, interval, getattr(ctx.nodes[src], "python", "python3"),
+                                                   float(p.get("reply_wait_s", 2.0))),
                                timeout=math.ceil(len(t) / max(1, par)) * per_ping + 15)}
             for src, t in by_src.items()}
 
