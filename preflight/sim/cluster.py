@@ -89,6 +89,33 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
+HOST_DIR_REGISTRY = "/tmp/.preflight-sim-host-dirs"
+
+
+def _remove_host_dirs() -> None:
+    """Remove the empty host mountpoints simulators created, once no simulated node is left.
+    /run/sshd stays: by then the host's own sshd may rely on it."""
+    if os.geteuid() != 0 or not os.path.exists(HOST_DIR_REGISTRY):
+        return
+    with netns.NetLock():
+        if any(ns.startswith("pfs-") for ns in netns.list_namespaces()):
+            return  # another cluster's mount namespaces still use them
+        with open(HOST_DIR_REGISTRY, encoding="utf-8") as fh:
+            paths = [ln.strip() for ln in fh if ln.strip()]
+        keep = []
+        for path in dict.fromkeys(paths):
+            if path == "/run/sshd":
+                continue
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                keep.append(path)  # not empty: someone put something there; leave it alone
+        with open(HOST_DIR_REGISTRY, "w", encoding="utf-8") as fh:
+            fh.write("".join(p + "\n" for p in keep))
+
+
 class Cluster:
     """A running simulated cluster, backed by the record in its directory."""
 
@@ -256,7 +283,12 @@ class Cluster:
                                f"cluster?); give the spec another network.subnet")
 
     def _make_host_dir(self, path: str) -> None:
-        Path(path).mkdir(parents=True)
+        """Create an (empty) host directory we need, and remember that a simulator made it: the
+        shared registry lets whichever cluster goes down last remove it."""
+        with netns.NetLock():
+            Path(path).mkdir(parents=True)
+            with open(HOST_DIR_REGISTRY, "a", encoding="utf-8") as fh:
+                fh.write(path + "\n")
         self.rec["host_dirs"].append(path)
         self._save()
 
@@ -519,15 +551,20 @@ class Cluster:
             links |= {ln for ln in netns.list_links() if ln.startswith(f"pfs{tag}")}
             found = found or bool(namespaces or links)
             netns.destroy(sorted(namespaces), sorted(links))
-        if rec and not rec.get("corrupt"):
-            others = [ns for ns in netns.list_namespaces() if ns.startswith("pfs-")] if os.geteuid() == 0 else []
-            for hd in reversed(rec.get("host_dirs", [])):
-                if hd == "/run/sshd" or others:
-                    continue  # /run/sshd may serve the host's sshd by now; mountpoints other clusters use
-                try:
-                    os.rmdir(hd)
-                except OSError:
-                    pass
+        # Leftover processes that still reference this cluster's node trees (a crashed run's
+        # sshd, a hung npu-smi call orphaned in loopback mode): their argv names the dir.
+        marker = str(directory / "nodes") + "/"
+        stray = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if p.pid != os.getpid() and any(marker in a for a in (p.info["cmdline"] or [])):
+                    stray.append(p.pid)
+            except psutil.Error:
+                continue
+        if stray:
+            procs.kill_pids(stray)
+            found = True
+        _remove_host_dirs()
         for name in ("nodes", "mnt"):
             shutil.rmtree(directory / name, ignore_errors=True)
         for name in ("inventory.yaml", "known_hosts", "authorized_keys", record.RECORD):

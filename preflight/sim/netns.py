@@ -88,19 +88,28 @@ def free_test_subnets(nodes: int = 64, devices: int = 1024, first: bool = True) 
 
 
 class NetLock:
-    """Serialises 'is this subnet free?' + 'create it' across processes on this machine."""
+    """Serialises 'is this subnet free?' + 'create it' (and the host-dir registry) across
+    processes on this machine. Re-entrant within a process."""
+
+    _depth = 0
+    _fh = None
 
     def __init__(self, path: str = "/tmp/.preflight-sim-net.lock"):
         self.path = path
 
     def __enter__(self) -> "NetLock":
         import fcntl
-        self.fh = open(self.path, "a")
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        if NetLock._depth == 0:
+            NetLock._fh = open(self.path, "a")
+            fcntl.flock(NetLock._fh, fcntl.LOCK_EX)
+        NetLock._depth += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.fh.close()
+        NetLock._depth -= 1
+        if NetLock._depth == 0 and NetLock._fh is not None:
+            NetLock._fh.close()
+            NetLock._fh = None
 
 
 def list_namespaces() -> list[str]:

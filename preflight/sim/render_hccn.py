@@ -47,7 +47,7 @@ def render_link_stat(state: dict[str, Any], d: dict[str, Any], prefix: str = "de
 def render_optical(o: dict[str, Any]) -> str:
     """A 4-lane QSFP module. An absent module prints NA readings (inferred: the one capture of
     `not present` still lists values, which looks assembled)."""
-    present = o["present"]
+    present = o["present"]  # inferred: the NA readings of an absent module
 
     def val(fmt: str, x: float) -> str:
         return fmt.format(x) if present else "NA"
@@ -82,7 +82,7 @@ def render_optical(o: dict[str, Any]) -> str:
 
 def render_tls(d: dict[str, Any]) -> str:
     sw, pre, days = d["tls"]
-    # The switch line is as captured; the expiration-status line follows the DRV format (inferred).
+    # The switch line is as captured; inferred: the expiration-status line (DRV format string).
     return (f"dev_id:{d['id']}, tls switch[{sw}](0:disable, 1:enable), tls preconfigured[{pre}](0:non-preset, "
             f"1:preset), tls alarm time threshold[{days}]days\n"
             f"dev_id:{d['id']}, tls expiration status[0](0:normal, 1:near expiration, 2:has expired)\n")
@@ -93,10 +93,12 @@ def render_fec(d: dict[str, Any]) -> str:
 
 
 def render_speed(d: dict[str, Any]) -> str:
+    # DRV format strings (no capture of either line)
     return f"Speed: {d['speed']} Mb/s\n" if d["link"] == "UP" else "Speed: Unknown!\n"
 
 
 def render_stat(d: dict[str, Any]) -> str:
+    # inferred: which counters a full -stat -g lists (captures are elided); the key:value form is captured
     keys = ["mac_tx_mac_pause_num", "mac_rx_mac_pause_num", "mac_tx_pfc_pkt_num", "mac_rx_pfc_pkt_num",
             "roce_rx_err_pkt_num", "roce_tx_err_pkt_num", "roce_qp_status_err_num"]
     lines = ["packet statistics:"] + [f"{k}:0" for k in keys]

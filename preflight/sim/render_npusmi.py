@@ -63,7 +63,7 @@ def _chip_rows(table: str, npu_id: int, name: str, c: dict[str, Any]) -> list[st
             f"| {c['chip']:<8}{c['phy']:<22}| {c['bus']:<16}| {c['aicore']:<13}{mu:<5}/ {mt:<33}|",
         ]
     phy = c["phy"] if table == "phy" else ""
-    # A Warning/Alarm/Critical/UNKNOWN Health cell is inferred: no raw capture shows one.
+    # inferred: a Warning/Alarm/Critical/UNKNOWN Health cell (no raw capture shows one; same cell grammar).
     return [
         f"| {npu_id:<6}{name:<20}| {c['health']:<14}| {c['power']:<12}{c['temp']:<18}{hp_u:<5}/ {hp_t:<14}|",
         f"| {c['chip']:<6}{phy:<20}| {c['bus']:<14}| {c['aicore']:<12}{mu:<5}/ {mt:<11}{hu:<5}/ {ht:<14}|",
@@ -120,12 +120,13 @@ def render_health_npu(state: dict[str, Any], npu: dict[str, Any]) -> str:
     lines = [kv("NPU ID", npu["id"]), kv("Chip Count", len(npu["chips"]))]
     for c in npu["chips"]:
         lines += ["", kv("Chip ID", c["chip"]), kv("Health", c["health"])]
-    if state["mcu"]:
+    if state["mcu"]:  # the MCU block as in the 200I A2 doc; inferred for 8-card A2 hosts
         lines += ["", kv("Health", "OK"), kv("Chip Name", "MCU")]
     return "\n".join(lines) + "\n"
 
 
 def _board_common(state: dict[str, Any], npu: dict[str, Any]) -> dict[str, str]:
+    # inferred: Board IDs other than 910A's 0x02 (no A2/A3/310P capture of -t board).
     board_id = {"910B": "0x33", "A3": "0x3a", "310P": "0x64", "910A": "0x02"}[state["layout"]]
     return {"board": board_id, "bus": npu["chips"][0]["bus"]}
 
@@ -163,7 +164,7 @@ def render_board_chip(state: dict[str, Any], npu: dict[str, Any], c: dict[str, A
 def render_list(state: dict[str, Any]) -> str:
     """`npu-smi info -l`: A3 prints Total Count/NPU ID/Chip Count; others the Card Count form.
     Multi-card listings are inferred (docs show one card)."""
-    lines: list[str] = []
+    lines: list[str] = []  # inferred: more than one card (the docs list one)
     if state["layout"] == "A3":
         lines.append(kv("Total Count", len(state["npus"])))
         for npu in state["npus"]:
@@ -182,7 +183,7 @@ def render_map(state: dict[str, Any]) -> str:
     last = "Chip Name".ljust(30) if mcu else "Chip Name"
     lines = ["\t" + "NPU ID".ljust(31) + "Chip ID".ljust(31) + "Chip Logic ID".ljust(31) + last]
     for npu in state["npus"]:
-        for c in npu["chips"]:
+        for c in npu["chips"]:  # inferred on A3 (two chip rows per card) and 310P; 910A/910B3 as captured
             lines.append(f"\t{npu['id']:<31}{c['chip']:<31}{c['logic']:<31}{state['map_name']}")
         if mcu:
             lines.append(f"\t{npu['id']:<31}{len(npu['chips']):<31}{'-':<31}{'Mcu':<30}")
