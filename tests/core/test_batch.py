@@ -26,7 +26,7 @@ def run_driver(specs: list[ProbeSpec], cap: int = DEFAULT_CAP, limit_s: float = 
                nonce: str | None = None) -> tuple[dict[str, CommandOutput], bytes, FrameParser]:
     """Run the driver script with /bin/sh -c, stdin held open like an SSH channel, bounded by limit_s."""
     nonce = nonce or new_nonce()
-    proc = subprocess.Popen(["/bin/sh", "-c", driver_script(specs, nonce, cap)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen(["/bin/sh", "-c", driver_script(specs, nonce, cap)], stdin=subprocess.PIPE,  # $TMPDIR: fixture
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killer = threading.Timer(limit_s, proc.kill)
     killer.start()
@@ -53,7 +53,7 @@ def processes_matching(marker: str) -> list[str]:
     return [line for line in ps.splitlines() if marker in line and "ps -eo" not in line]
 
 
-def wait_gone(marker: str, within_s: float = 5.0) -> list[str]:
+def wait_gone(marker: str, within_s: float = 10.0) -> list[str]:
     end = time.monotonic() + within_s
     while True:
         left = processes_matching(marker)
@@ -62,12 +62,18 @@ def wait_gone(marker: str, within_s: float = 5.0) -> list[str]:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def no_tempdir_left():
-    before = set(glob.glob("/tmp/.preflight.*"))
-    yield
-    time.sleep(0.1)
-    assert set(glob.glob("/tmp/.preflight.*")) - before == set(), "the batch left its temp dir behind"
+@pytest.fixture(autouse=True)
+def no_tempdir_left(tmp_path, monkeypatch):
+    """The driver makes its dir under $TMPDIR: point it at this test's own folder (other runs on the
+    machine use /tmp too) and check that nothing named .preflight.* is left there."""
+    tmp = tmp_path / "remote-tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    yield tmp
+    end = time.monotonic() + 2
+    while glob.glob(str(tmp / ".preflight.*")) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert glob.glob(str(tmp / ".preflight.*")) == [], "the batch left its temp dir behind"
 
 
 # ---------------------------------------------------------------- separation
@@ -76,9 +82,11 @@ def test_stdout_stderr_rc_duration_are_separate(no_tempdir_left):
     specs = [ProbeSpec("a", "echo out-a; echo err-a >&2; exit 3", 10),
              ProbeSpec("b", "printf 'no newline'", 10),
              ProbeSpec("c", "sleep 0.3; echo late", 10),
-             ProbeSpec("d", "echo only-err >&2", 10)]
+             ProbeSpec("d", "echo only-err >&2", 10),
+             ProbeSpec("tmp", 'ls -a "$TMPDIR"', 10)]
     out, _, _ = run_driver(specs)
-    assert set(out) == {"a", "b", "c", "d"}
+    assert ".preflight." in out["tmp"].stdout, "the driver's temp dir is not where the fixture looks"
+    assert set(out) == {"a", "b", "c", "d", "tmp"}
     a, b, c, d = out["a"], out["b"], out["c"], out["d"]
     assert (a.stdout, a.stderr, a.rc, a.error, a.timed_out) == ("out-a\n", "err-a\n", 3, None, False)
     assert (b.stdout, b.stderr, b.rc) == ("no newline", "", 0)
@@ -106,6 +114,7 @@ def test_probe_reading_stdin_gets_eof_not_the_batch():
 
 
 def test_forged_frame_header_does_not_break_framing():
+    """Header look-alikes inside a probe's output (other nonce, near-miss nonce, none) stay its output."""
     nonce = new_nonce()
     forged = (f"printf '\\n@@PF:{'0' * 16} 1 0 1 2 3 0\\nXYZ\\n'; "
               f"printf '\\n@@PF:{nonce[:-1]}x 1 0 1 2 3 0\\nXYZ\\n'; "
@@ -133,7 +142,7 @@ def test_timeout_marks_timed_out_and_kills_the_probe(no_tempdir_left):
     marker = "sleep 37.125"
     t0 = time.monotonic()
     out, _, _ = run_driver([ProbeSpec("hang", marker, 1), ProbeSpec("next", "echo next", 5)], limit_s=20)
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < 10
     h = out["hang"]
     assert h.timed_out and not h.ok and h.rc == 124 and "timed out" in (h.error or "")
     assert 0.9 <= h.duration_s < 4
@@ -170,7 +179,7 @@ def test_ten_mib_on_each_stream_is_capped_quickly(no_tempdir_left):
     cmd = "head -c 10485760 /dev/zero | tr '\\0' o; head -c 10485760 /dev/zero | tr '\\0' e >&2"
     t0 = time.monotonic()
     out = local_run([ProbeSpec("big", cmd, 30), ProbeSpec("after", "echo after", 5)])
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 20
     big = out["big"]
     assert big.truncated and big.rc == 0
     mark = TRUNCATED_MARK.format(n=10 * MiB)
@@ -205,7 +214,7 @@ def test_cancel_returns_quickly_and_leaves_nothing_running(no_tempdir_left):
                          ProbeSpec("never", "echo never", 5)], cancel)
     finally:
         timer.cancel()
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < 10
     assert out["first"].stdout == "first\n" and out["first"].ok
     for key in ("hang", "never"):
         assert out[key].rc is None and out[key].error and "cancel" in out[key].error

@@ -363,7 +363,7 @@ def _assert_deadline_report(rep):
 
 def test_deadline_hung_node_is_timeout(checks, inventory):
     rep, elapsed = _deadline_run(checks, inventory, polite=False)
-    assert elapsed < 8
+    assert elapsed < 10
     _assert_deadline_report(rep)
 
 
@@ -377,11 +377,11 @@ def test_deadline_real_local_sleep(checks, inventory):
     checks(node_check("fake.sleep", probes=lambda n, p: {"s": "sleep 45.625"}))
     t0 = time.monotonic()
     rep = Runner(inventory("n1"), LocalTransport(), Options(deadline=0.7)).run()
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < 10
     assert one(rep, "fake.sleep", "n1").status is Status.ERROR
     assert rep.exit_code == 3
     import subprocess
-    end = time.monotonic() + 5
+    end = time.monotonic() + 10
     while time.monotonic() < end:
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, timeout=10).stdout
         if "sleep 45.625" not in ps:
