@@ -57,7 +57,7 @@ State-file layout (<dir>/)
 Faults (``c.inject(node, NAME, **params)`` or a spec's ``faults:``; device = logical id)
 -----------------------------------------------------------------------------------------
     npu_health       device, status=Warning|Alarm|Critical|UNKNOWN, codes=[..], info=[..]  (chip= alias)
-    npu_process      device, pid, name, mem      a process holds the NPU (process table + HBM used)
+    npu_process      device, pid, name, mem, cpid   a process holds the NPU (process table + HBM used)
     hbm_leak         device, used                HBM used, no process listed
     link_down        device                      link DOWN, LINK DOWN record, device address removed
     link_flap        device, count               extra DOWN/UP records, link up count grows
@@ -75,6 +75,12 @@ Faults (``c.inject(node, NAME, **params)`` or a spec's ``faults:``; device = log
     silent_banner                                sshd stopped, a listener accepts TCP and never speaks
     device_drop      [device]                    iptables DROP in the node's netns (netns mode)
     device_net_down                              hccn0 down: every device link DOWN (netns mode)
+
+Layouts (node key `layout`): 910B (A2, one chip per card, `Chip`), A3 (two chips per card,
+`Chip  Phy-ID`, 16 logical devices; npu-smi >= 26 prints the 116-char wide table), 310P
+(`Chip    Device`, no HBM, no RoCE: hccn_tool says the command is not supported), 910A (A1,
+910ProB by default, DDR + HBM). Other node keys: chip_name, npus, chips_per_npu,
+npu_smi_version, driver_version, firmware_version, cann_version, arch, hccn_conf, data_files.
 
 Simulated tools are POSIX sh that `cat` pre-rendered text (no interpreter per call); text with no
 verbatim capture is marked `# inferred` in the renderers.

@@ -57,7 +57,7 @@ def npu_process(state: dict, p: dict) -> None:
     chip, npu = st.chip_by_device(state, device), st.npu_of_device(state, device)
     mem = int(p.get("mem", 30780))
     state["processes"].append({"npu": npu["id"], "chip": chip["chip"], "pid": int(p.get("pid", 139667 + device)),
-                               "name": str(p.get("name", "python")), "mem": mem})
+                               "name": str(p.get("name", "python")), "mem": mem, "cpid": str(p.get("cpid", "NA"))})
     if chip["hbm"][1]:
         chip["hbm"][0] = min(chip["hbm"][1], chip["hbm"][0] + mem)
     else:
@@ -202,7 +202,7 @@ def device_net_down(state: dict, p: dict) -> None:
 # name -> (function, allowed params, required params, needs netns)
 FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]] = {
     "npu_health": (npu_health, {"device", "chip", "status", "codes", "info"}, set(), False),
-    "npu_process": (npu_process, {"device", "chip", "pid", "name", "mem", "aicore"}, set(), False),
+    "npu_process": (npu_process, {"device", "chip", "pid", "name", "mem", "aicore", "cpid"}, set(), False),
     "hbm_leak": (hbm_leak, {"device", "chip", "used"}, set(), False),
     "link_down": (link_down, {"device", "chip"}, set(), False),
     "link_flap": (link_flap, {"device", "chip", "count"}, set(), False),

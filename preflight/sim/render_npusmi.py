@@ -50,7 +50,23 @@ GRID_DEVICE = _Grid(
     "| NPU     Name                  | Health          | Power(W)     Temp(C)           Hugepages-Usage(page) |",
     "| Chip    Device                | Bus-Id          | AICore(%)    Memory-Usage(MB)                        |",
     "| NPU     Chip                  | Process id      | Process name             | Process memory(MB)        |")
-GRIDS = {"chip": GRID_CHIP, "phy": GRID_PHY, "device": GRID_DEVICE}
+GRID_WIDE = _Grid(  # layout D: npu-smi >= 26 on A3 (116 chars, 6-column process table)
+    (27, 15, 70), (36, 60),
+    "| NPU   Name                | Health        | Power(W)             Temp(C)                 Hugepages-Usage(page)   |",
+    "| Chip  Phy-ID              | Bus-Id        | AICore(%)            Memory-Usage(MB)        HBM-Usage(MB)           |",
+    "| NPU     Chip              | Process id    | Process name       | Process memory(MB)    | Process id in container |")
+GRIDS = {"chip": GRID_CHIP, "phy": GRID_PHY, "device": GRID_DEVICE, "wide": GRID_WIDE}
+
+
+def table_kind(state: dict[str, Any]) -> str:
+    """The layout npu-smi prints: A3 switched to the wide table with npu-smi 26.0."""
+    if state["table"] == "phy":
+        try:
+            if int(str(state["npu_smi_version"]).split(".")[0]) >= 26:
+                return "wide"
+        except ValueError:
+            pass
+    return state["table"]
 
 
 def _chip_rows(table: str, npu_id: int, name: str, c: dict[str, Any]) -> list[str]:
@@ -62,6 +78,11 @@ def _chip_rows(table: str, npu_id: int, name: str, c: dict[str, Any]) -> list[st
             f"| {npu_id:<8}{name:<22}| {c['health']:<16}| {c['power']:<13}{c['temp']:<18}{hp_u:<6}/ {hp_t:<14}|",
             f"| {c['chip']:<8}{c['phy']:<22}| {c['bus']:<16}| {c['aicore']:<13}{mu:<5}/ {mt:<33}|",
         ]
+    if table == "wide":
+        return [
+            f"| {npu_id:<6}{name:<20}| {c['health']:<14}| {c['power']:<21}{c['temp']:<24}{hp_u:<5}/ {hp_t:<17}|",
+            f"| {c['chip']:<6}{c['phy']:<20}| {c['bus']:<14}| {c['aicore']:<21}{mu:<5}/ {mt:<17}{hu:<5}/ {ht:<17}|",
+        ]
     phy = c["phy"] if table == "phy" else ""
     # inferred: a Warning/Alarm/Critical/UNKNOWN Health cell (no raw capture shows one; same cell grammar).
     return [
@@ -71,6 +92,9 @@ def _chip_rows(table: str, npu_id: int, name: str, c: dict[str, Any]) -> list[st
 
 
 def _proc_row(table: str, p: dict[str, Any]) -> str:
+    if table == "wide":
+        return (f"| {p['npu']:<8}{p['chip']:<18}| {p['pid']:<14}| {p['name']:<19}| {p['mem']:<22}"
+                f"| {p.get('cpid', 'NA'):<24}|")
     if table == "device":  # inferred: no 310P capture with a process
         return f"| {p['npu']:<8}{p['chip']:<22}| {p['pid']:<16}| {p['name']:<25}| {p['mem']:<26}|"
     return f"| {p['npu']:<8}{p['chip']:<18}| {p['pid']:<14}| {p['name']:<25}| {p['mem']:<24}|"
@@ -78,7 +102,7 @@ def _proc_row(table: str, p: dict[str, Any]) -> str:
 
 def render_info(state: dict[str, Any]) -> str:
     """`npu-smi info`: the device table, then the process table."""
-    table = state["table"]
+    table = table_kind(state)
     g = GRIDS[table]
     vw, dw = g.banner
     out = [g.full(), f"| npu-smi {state['npu_smi_version']:<{vw}}Version: {state['driver_version']:<{dw}}|",

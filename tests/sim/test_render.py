@@ -185,3 +185,22 @@ def test_every_fault_applies_and_renders() -> None:
         render_npusmi.render_all(st)
         for d in st["devices"]:
             render_hccn.render_device(st, d)
+
+
+def test_wide_a3_table_matches_partial_fixture() -> None:
+    """npu-smi 26.0.rc2 prints a 116-char table; the capture is a head and a tail excerpt."""
+    head, tail = body("npu-smi_info__A3_16chip_npu-smi26.0.rc2_WIDE_PARTIAL__vllm-ascend-12980.txt").split(
+        "<<< rows not available >>>\n")
+    st = build_state(NodeSpec(name="n", index=1, layout="A3", npu_smi_version="26.0.rc2"), "198.18.0.2", [],
+                     "255.255.0.0", "eth0", "h")
+    flat = [c for n in st["npus"] for c in n["chips"]]
+    for c in flat:
+        c.update(aicore=0, temp=34, hugepages=[0, 0])
+    flat[0].update(power="162.6", bus="0000:9D:00.0", hbm=[3419, 65536])
+    flat[1].update(power="-", bus="0000:9F:00.0", hbm=[2874, 65536])
+    flat[15].update(power="-", temp=35, bus="0000:83:00.0", hbm=[31877, 65536])
+    st["processes"] = [{"npu": 0, "chip": 0, "pid": 632268, "name": "python3.1", "mem": 197, "cpid": "NA"}]
+    text = render_npusmi.render_info(st)
+    assert text.startswith(head)
+    assert tail in text
+    assert {len(x) for x in text.splitlines()} == {116}
