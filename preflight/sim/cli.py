@@ -1,4 +1,4 @@
-"""`preflight sim up|down|status`: the simulated cluster from the command line.
+"""`preflight sim up|down|status|inject|reset`: the simulated cluster from the command line.
 
 Registered by the core CLI with `main.add_command(sim)`; also runs standalone:
 `python -m preflight.sim.cli up spec.yaml`.
@@ -9,6 +9,7 @@ import json
 import sys
 
 import click
+import yaml
 
 from .cluster import Cluster
 from .procs import SimError
@@ -69,6 +70,38 @@ def status_cmd(directory: str | None, as_json: bool) -> None:
         where = f"{n['host']}:{n['port']}"
         ok = "answering" if n["answering"] else "not answering"
         click.echo(f"  {n['name']:<12} {where:<22} sshd {n['sshd']:<7} {ok}")
+
+
+@sim.command("inject", help="Apply FAULT to NODE of the running cluster; PARAMS are key=value (YAML values), "
+                            "e.g. `inject node02 npu_health device=3 status=Alarm codes=[A4025021]`.")
+@click.argument("node")
+@click.argument("fault")
+@click.argument("params", nargs=-1)
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
+def inject_cmd(node: str, fault: str, params: tuple[str, ...], directory: str | None) -> None:
+    kw = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            click.echo(f"error: parameter {item!r} is not key=value", err=True)
+            sys.exit(2)
+        kw[key] = yaml.safe_load(value)
+    try:
+        Cluster.attach(directory).inject(node, fault, **kw)
+    except SimError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+
+
+@sim.command("reset", help="Return NODE (or every node) to its healthy baseline.")
+@click.argument("node", required=False)
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
+def reset_cmd(node: str | None, directory: str | None) -> None:
+    try:
+        Cluster.attach(directory).reset(node)
+    except SimError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

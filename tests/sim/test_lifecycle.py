@@ -85,6 +85,13 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
     assert st.returncode == 0 and all(n["answering"] for n in json.loads(st.stdout)["nodes"])
     state = json.loads((d / "nodes" / "node02" / "state.json").read_text())
     assert state["npus"][1]["chips"][0]["health"] == "Warning"
+    inj = subprocess.run(cli + ["inject", "node01", "npu_health", "device=2", "status=Alarm", "codes=[A4025021]",
+                                "--dir", str(d)], capture_output=True, text=True, env=env, timeout=30)
+    assert inj.returncode == 0, inj.stderr
+    assert json.loads((d / "nodes" / "node01" / "state.json").read_text())["npus"][2]["chips"][0]["codes"] == ["A4025021"]
+    bad_inj = subprocess.run(cli + ["inject", "node01", "nope", "--dir", str(d)], capture_output=True, text=True,
+                             env=env, timeout=30)
+    assert bad_inj.returncode == 1 and "unknown fault 'nope'" in bad_inj.stderr
     pids = [r["pid"] for r in json.loads((d / "record.json").read_text())["procs"]]
     for _ in range(2):
         dn = subprocess.run(cli + ["down", "--dir", str(d)], capture_output=True, text=True, env=env, timeout=30)
