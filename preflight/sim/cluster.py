@@ -312,6 +312,8 @@ class Cluster:
         iface = netns.HOST_IFACE if netns_mode else "lo"
         defaults["env"] = {"GLOO_SOCKET_IFNAME": iface, "HCCL_SOCKET_IFNAME": iface,
                            "MASTER_ADDR": first.host, "MASTER_PORT": "29500"}
+        if netns_mode:  # the launch environment sources the toolkit, as a real launcher does
+            defaults["env_files"] = ["/usr/local/Ascend/ascend-toolkit/set_env.sh"]
         if netns_mode:
             defaults["paths"] = {"data": [str(self.dir / "mnt" / "data")], "checkpoint": str(self.dir / "mnt" / "ckpt")}
         entries = []
@@ -323,6 +325,7 @@ class Cluster:
                 e["devices"] = n.devices
             if not netns_mode:
                 e["ascend_home"] = n.ascend_home
+                e["env_files"] = [f"{n.ascend_home}/ascend-toolkit/set_env.sh"]
                 e["paths"] = {"data": [str(n.dir / "data")], "checkpoint": str(n.dir / "ckpt")}
             e["env"] = {"HCCL_IF_IP": n.host}
             entries.append(e)

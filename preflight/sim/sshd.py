@@ -62,6 +62,8 @@ def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
         f"ln -s {q(str(node_dir / 'etc' / 'hccn.conf'))} {q(str(etcov / 'u' / 'hccn.conf'))}",
         f"mount -t overlay pfs-etc -o lowerdir=/etc,upperdir={q(str(etcov / 'u'))},workdir={q(str(etcov / 'w'))} /etc",
         f"hostname {q(hostname)}",
+        # what a tuned node has: HCCL's default port range reserved (net sysctls are per netns)
+        "echo 60000-60015 > /proc/sys/net/ipv4/ip_local_reserved_ports || true",
         f"exec {SSHD} -f {q(str(cfg))} -E {q(str(node_dir / 'ssh' / 'sshd.log'))}",
     ]
     return ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private",
