@@ -27,10 +27,9 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
   rank exits when its shell goes away; the runner's remote `timeout` kills the probe when the SSH
   channel closes (Ctrl-C, --deadline). No rank process or temp file stays on a node.
 - `mode: pairs`: every selected node (`nodes:`, default all reachable) is paired and all pairs run
-  at once, each with its own port. A failing pair is blamed by the same side rules. Limitation: the
-  runner calls plan() once, so the re-pairing of a failing pair with known-good nodes (which names
-  the bad node when neither side's error does) happens only when the runner calls plan() again with
-  ctx.planned filled; plan() here already returns that second round when it sees the first.
+  at once, each with its own port. A failing pair is blamed by the same side rules; then each of
+  its ends is re-paired with a node of a passing pair (a second planned round, PLAN_ROUNDS), which
+  names the bad node when neither side's error does.
 
 Why it matters: the last word before a launch. A collective that completes between two nodes with
 the job's own environment separates fabric and environment problems from model code
@@ -58,6 +57,7 @@ from preflight.smoke import worker_source
 
 ID = "smoke.allreduce"
 SCOPE = "cluster"
+PLAN_ROUNDS = 2  # round 2: the ends of failing pairs re-paired with known-good nodes
 USES = ("env.comm", "net.ports")
 DEFAULTS: dict[str, Any] = {
     "nodes": None,  # [rank0, rank1] (pair) or the selection (pairs); default: picked from the reachable nodes
@@ -616,8 +616,8 @@ def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Ma
                                   for pr in second.values()],
                                "metrics": metrics}
     if bad_pairs and not second:
-        details["limitation"] = ("failing pairs were not re-paired (the runner plans one round): both ends of a "
-                                 "pair are named unless one side's own error points at it")
+        details["limitation"] = ("failing pairs were not re-paired (no known-good node to pair them with): both "
+                                 "ends of a pair are named unless one side's own error points at it")
     out: list[Finding] = []
     if verdict:
         out.append(Finding(Status.FAIL, f"{len(bad_pairs)} of {len(first)} pair(s) failed; "

@@ -81,6 +81,7 @@ class _Map(dict):
 
     line: int = 0
     lines: dict[str, int]
+    traps: dict[str, str]  # key -> YAML 1.1 coercion message, raised only if preflight reads the key
 
 
 class _Loader(yaml.SafeLoader):
@@ -102,25 +103,33 @@ class _Trap(yaml.MarkedYAMLError):
     pass
 
 
-def _check_trap(node: yaml.ScalarNode, key: str = "") -> None:
+def _trap(node: yaml.ScalarNode) -> str | None:
+    """The coercion a plain scalar suffers under YAML 1.1, in words, or None."""
     if node.style is not None:  # quoted: the user said what they meant
-        return
+        return None
     for tag, hit, msg in _TRAPS:
         if node.tag == tag and hit(node.value):
             n = yaml.safe_load(node.value)
-            prefix = f"{key}: " if key else ""
-            raise _Trap(None, None, prefix + msg.format(v=node.value, n=n) + f"; quote it: \"{node.value}\"",
-                        node.start_mark)
+            return (msg.format(v=node.value, n=n) + f"; write the number you mean, or quote it if it is text: "
+                    f"\"{node.value}\"")
+    return None
+
+
+def _check_trap(node: yaml.ScalarNode, key: str = "") -> None:
+    found = _trap(node)
+    if found:
+        raise _Trap(None, None, (f"{key}: " if key else "") + found, node.start_mark)
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
     loader.flatten_mapping(node)
     out = _Map()
     out.line = node.start_mark.line + 1
-    out.lines = {}
+    out.lines, out.traps = {}, {}
     for key_node, value_node in node.value:
-        if isinstance(value_node, yaml.ScalarNode):
-            _check_trap(value_node, str(key_node.value))
+        if isinstance(key_node, yaml.ScalarNode):
+            _check_trap(key_node)
+        trap = _trap(value_node) if isinstance(value_node, yaml.ScalarNode) else None
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, (str, int, float, bool)) or key is None:
             raise _Trap(None, None, f"unsupported mapping key {key!r}", key_node.start_mark)
@@ -129,6 +138,8 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
             raise _Trap(None, None, f"duplicate key {key!r}", key_node.start_mark)
         out[key] = loader.construct_object(value_node, deep=True)
         out.lines[key] = key_node.start_mark.line + 1
+        if trap:
+            out.traps[key] = trap
     return out
 
 
@@ -173,6 +184,7 @@ def _check_settings(ctx: _Ctx, m: _Map, where: str, allowed: set[str] | None = N
     """Validate node-level keys of one mapping (defaults, a node entry, Ansible vars)."""
     out: dict[str, Any] = {}
     for key, value in m.items():
+        _raise_trap(ctx, m, key)
         if allowed is not None and key in allowed:
             continue
         if key not in NODE_KEYS:
@@ -189,7 +201,21 @@ def _check_settings(ctx: _Ctx, m: _Map, where: str, allowed: set[str] | None = N
     return out
 
 
+def _raise_trap(ctx: _Ctx, m: Any, key: str) -> None:
+    if isinstance(m, _Map) and key in m.traps:
+        raise ctx.fail(m, key, m.traps[key])
+
+
+def _raise_traps_deep(ctx: _Ctx, m: Any) -> None:
+    if isinstance(m, _Map):
+        for k, v in m.items():
+            _raise_trap(ctx, m, k)
+            _raise_traps_deep(ctx, v)
+
+
 def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
+    if key in ("env", "paths", "checks"):
+        _raise_traps_deep(ctx, value)
     if key == "env":
         for k, v in value.items():
             if not ENV_NAME_RE.match(k):
@@ -271,6 +297,10 @@ def _native(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]]
 
 
 def _check_top(ctx: _Ctx, doc: _Map, top: dict[str, Any]) -> None:
+    for key in ("cluster", "checks", "job"):
+        _raise_trap(ctx, doc, key)
+    _raise_traps_deep(ctx, top["checks"])
+    _raise_traps_deep(ctx, top["job"])
     if top["cluster"] is not None and not isinstance(top["cluster"], str):
         raise ctx.fail(doc, "cluster", "expected a string")
     if not isinstance(top["checks"], dict) or not all(isinstance(v, dict) for v in top["checks"].values()):
@@ -298,6 +328,7 @@ def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]
         mapped = _Map({ANSIBLE_VARS.get(k, k): v for k, v in vars_.items()
                        if k in ANSIBLE_VARS or k in NODE_KEYS})  # other vars belong to other tools
         mapped.line, mapped.lines = vars_.line, {ANSIBLE_VARS.get(k, k): ln for k, ln in vars_.lines.items()}
+        mapped.traps = {ANSIBLE_VARS.get(k, k): t for k, t in vars_.traps.items()}
         return _check_settings(ctx, mapped, where)
 
     def walk(group: Any, name: str, inherited: dict[str, Any]) -> None:
@@ -313,13 +344,13 @@ def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]
                 raise ctx.fail(group, key, f"unknown key in Ansible group {name!r} (hosts, children, vars)")
         here = _merge(inherited, settings_of(group.get("vars"), f"group {name} vars"))
         hosts = group.get("hosts") or {}
-        if not isinstance(hosts, _Map):
+        if not isinstance(hosts, dict):
             raise ctx.fail(group, "hosts", "hosts must be a mapping of host name to vars")
         for host_name, host_vars in hosts.items():
             s = _merge(here, settings_of(host_vars, f"host {host_name}"))
             entries.extend(_expand(ctx, hosts, host_name, s, key=host_name))
         children = group.get("children") or {}
-        if not isinstance(children, _Map):
+        if not isinstance(children, dict):
             raise ctx.fail(group, "children", "children must be a mapping of group names")
         for child, sub in children.items():
             walk(sub, child, here)

@@ -67,9 +67,12 @@ def fold(names) -> str:
     if not names:
         return ""
     try:
-        return str(NodeSet.fromlist(names, resolver=RESOLVER_NOGROUP))
+        folded = NodeSet.fromlist(names, resolver=RESOLVER_NOGROUP)
     except NodeSetParseError:
-        return ",".join(names)
+        folded = None
+    if folded is None or set(folded) != set(names):  # `& ! ^ ,` are set operators to ClusterShell
+        return ",".join(dict.fromkeys(names))
+    return str(folded)
 
 
 def select(names: list[str], limit: str) -> list[str]:

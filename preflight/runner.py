@@ -152,7 +152,7 @@ class Runner:
             cut = {c.id for c in checks if any(o.error == CANCELLED for o in run.outputs.get(c.id, {}).values())}
             if cut:  # the node's batch was still running at the deadline or interrupt
                 run.state, run.error = NodeStateKind.TIMEOUT, f"{self._cut_reason()} before the node finished"
-            for info in checks:
+            for info in _requires_first(checks):
                 if info.scope == "node" and info.id in self.reported and info.id not in cut:
                     self._evaluate_node(run, info)
         finally:
@@ -161,22 +161,32 @@ class Runner:
 
     def _gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
         node = run.node
-        wanted = {c.id: c.module.probes(node, self._params(node, c)) for c in checks}
+        wanted = self._ask(run, checks, lambda c: c.module.probes(node, self._params(node, c)))
         run.outputs = run_batch(run.session, node, wanted, self.cancel, self.recorder)
-        more = {}
-        for c in checks:
-            if c.has("followup"):
-                extra = c.module.followup(run.outputs[c.id], node, self._params(node, c)) or {}
-                if extra:
-                    more[c.id] = extra
+        more = self._ask(run, [c for c in checks if c.has("followup") and c.id in run.outputs],
+                         lambda c: c.module.followup(run.outputs[c.id], node, self._params(node, c)))
+        more = {cid: p for cid, p in more.items() if p}
         if more and not self.cancel.is_set():
             for cid, outs in run_batch(run.session, node, more, self.cancel, self.recorder).items():
                 run.outputs[cid].update(outs)
         for c in checks:
+            if c.id not in run.outputs or c.id in run.facts:
+                continue
             try:
                 run.facts[c.id] = c.module.parse(run.outputs[c.id])
             except Exception as exc:  # noqa: BLE001 - kept as the check's error result
                 run.facts[c.id] = exc
+
+    @staticmethod
+    def _ask(run: NodeRun, checks: list[CheckInfo], call) -> dict[str, dict[str, str | Probe]]:
+        """Each check's probes; a check whose probe builder raises keeps the exception as its facts."""
+        wanted: dict[str, dict[str, str | Probe]] = {}
+        for c in checks:
+            try:
+                wanted[c.id] = dict(call(c) or {})
+            except Exception as exc:  # noqa: BLE001
+                run.facts[c.id] = exc
+        return wanted
 
     def _evaluate_node(self, run: NodeRun, info: CheckInfo) -> None:
         t0 = time.monotonic()
@@ -232,28 +242,39 @@ class Runner:
             return
         ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.session is not None}
         contexts = {c.id: self._context(c, ok) for c in cluster}
-        plans: dict[str, dict[str, dict[str, str | Probe]]] = {}  # node -> check -> name -> cmd
         errors: dict[str, Exception] = {}
-        for c in cluster:
-            if not c.has("plan") or c.id not in self.reported:
-                continue
-            try:
-                for node, probes in (c.module.plan(contexts[c.id]) or {}).items():
-                    if node in ok and probes:
-                        plans.setdefault(node, {})[c.id] = probes
-            except Exception as exc:  # noqa: BLE001
-                errors[c.id] = exc
-        if plans:
+        rounds = {c.id: int(getattr(c.module, "PLAN_ROUNDS", 1)) for c in cluster}
+        pending = [c for c in cluster if c.has("plan") and c.id in self.reported]
+        while pending and not self.cancel.is_set():
+            plans = self._plan_round(pending, contexts, ok, errors, rounds)
+            if not plans:
+                break
             futures = [pool.submit(self._run_plan, ok[n], p, contexts) for n, p in plans.items()]
             self._wait(futures, t_end)
         for c in cluster:
             if c.id in self.reported:
                 self._evaluate_cluster(c, contexts[c.id], errors.get(c.id))
 
+    def _plan_round(self, pending: list[CheckInfo], contexts, ok, errors, rounds) -> dict[str, dict]:
+        """node -> check -> probes for one round. A check is asked again (with ctx.planned filled)
+        while it returns probes and has rounds left (module PLAN_ROUNDS, default 1)."""
+        plans: dict[str, dict[str, dict[str, str | Probe]]] = {}
+        for c in list(pending):
+            rounds[c.id] -= 1
+            try:
+                got = {n: p for n, p in (c.module.plan(contexts[c.id]) or {}).items() if n in ok and p}
+            except Exception as exc:  # noqa: BLE001 - becomes the check's error result
+                errors[c.id], got = exc, {}
+            if not got or rounds[c.id] <= 0:
+                pending.remove(c)
+            for node, probes in got.items():
+                plans.setdefault(node, {})[c.id] = probes
+        return plans
+
     def _run_plan(self, run: NodeRun, wanted, contexts) -> None:
         outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder)
         for cid, o in outs.items():
-            contexts[cid].planned[run.node.name] = o  # type: ignore[index]
+            contexts[cid].planned.setdefault(run.node.name, {}).update(o)  # type: ignore[union-attr]
 
     def _context(self, info: CheckInfo, ok: dict[str, NodeRun]) -> ClusterContext:
         facts = {}
@@ -340,6 +361,26 @@ REMEDY = {
     NodeStateKind.TIMEOUT: "raise --deadline, or find why the node is slow (a hung npu-smi or mount): "
                            "run the check alone with --limit NODE",
 }
+
+
+def _requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:
+    """Evaluation order in which every check comes after those it REQUIRES (depth first)."""
+    by_id = {c.id: c for c in checks}
+    out: list[CheckInfo] = []
+    seen: set[str] = set()
+
+    def visit(c: CheckInfo) -> None:
+        if c.id in seen:
+            return
+        seen.add(c.id)
+        for dep in c.requires:
+            if dep in by_id:
+                visit(by_id[dep])
+        out.append(c)
+
+    for c in checks:
+        visit(c)
+    return out
 
 
 def _result(check: str, node: str | None, f: Finding, duration: float) -> Result:

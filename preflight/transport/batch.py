@@ -120,7 +120,7 @@ class FrameParser:
         error = None
         if timed_out:
             error = f"timed out after {probe.timeout:g}s"
-        elif rc > 128:
+        elif 128 < rc < 160:  # sh reports death by signal N as 128+N (ambiguous with `exit 13x`)
             error = f"killed by signal {rc - 128}"
         return CommandOutput(
             stdout=_text(out, olen, self.cap), stderr=_text(err, elen, self.cap), rc=rc,

@@ -217,8 +217,6 @@ ANSIBLE = """\
     """
 
 
-@pytest.mark.xfail(reason="inventory._ansible: a group without `hosts:` or `children:` gets a plain {} "
-                          "that fails isinstance(_Map), so every real Ansible inventory is refused", strict=True)
 def test_ansible_inventory(tmp_path):
     nodes = by_name(inv_of(tmp_path, ANSIBLE))
     assert list(nodes) == ["node01", "node02", "node03", "node09"]
@@ -258,9 +256,6 @@ def test_ansible_inventory_with_hosts_and_children_everywhere(tmp_path):
     assert (nodes["node5"].host, nodes["node5"].port) == ("10.0.0.5", 2200)  # inherited down two levels
 
 
-@pytest.mark.xfail(reason="YAML 1.1 traps are raised for every scalar at load time, so `ansible_become: yes` "
-                          "(a var preflight ignores, boolean by Ansible's own design) refuses the inventory",
-                   strict=True)
 def test_ansible_vars_preflight_ignores_are_not_refused(tmp_path):
     inv = inv_of(tmp_path, """\
         all:
@@ -407,8 +402,6 @@ def test_yaml_11_traps_quoted_pass(tmp_path):
     assert n.devices == 10
 
 
-@pytest.mark.xfail(reason="inventory._construct_mapping checks traps on values only: an unquoted key `ON:` "
-                          "becomes True and silently the variable 'True'", strict=True)
 def test_yaml_11_trap_in_a_key_refused(tmp_path):
     msg = error_of(tmp_path, """\
         nodes:

@@ -225,8 +225,6 @@ def test_requires_passing_dependency_does_not_block(checks, inventory):
     assert one(Runner(inventory("n1"), LocalTransport(), Options()).run(), "fake.b", "n1").status is Status.PASS
 
 
-@pytest.mark.xfail(reason="runner._node_phase evaluates checks in id order, so a REQUIRES on a check whose id "
-                          "sorts later (hccn.link -> npu.health, the checkapi example) never blocks", strict=True)
 def test_requires_blocks_whatever_the_id_order(checks, inventory):
     checks(node_check("fake.a", requires=("fake.z",)), failing("fake.z"))
     a = one(Runner(inventory("n1"), LocalTransport(), Options()).run(), "fake.a", "n1")
