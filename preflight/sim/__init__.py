@@ -21,10 +21,13 @@ $PREFLIGHT_SIM_DIR. The spec format is in preflight/sim/spec.py.
 
 Modes
 -----
-netns (root): each node is a network namespace `pfs-<tag>-<node>` (`<tag>`: 4 hex chars of the
-dir) with `eth0` on bridge `pfs<tag>h` (subnet default 198.18.0.0/16, control end = first address
-on the bridge, node N = first + N) and `hccn0` on bridge `pfs<tag>d` carrying its device addresses
-(198.19.0.0/16, consecutive over nodes and devices). No default route. sshd runs in
+netns (root): subnets come from the spec's `network:` or, without one, the first free blocks
+(at least /24) of 198.18.0.0/16 (host) and 198.19.0.0/16 (devices), chosen under a machine-wide
+lock so clusters of concurrent test sessions never collide. Each node is a network namespace
+`pfs-<tag>-<node>` (`<tag>`: 4 hex chars of the dir) with `eth0` on bridge `pfs<tag>h` (control
+end = first address of the subnet, on the bridge; node N = first + N) and `hccn0` on bridge `pfs<tag>d` carrying its device addresses
+(consecutive over nodes and devices). No default route. Each node reserves HCCL's default ports
+60000-60015 (net.ipv4.ip_local_reserved_ports, per netns), as a tuned node does. sshd runs in
 `ip netns exec NS unshare --mount --uts --propagation private`, with the node tree bind-mounted on
 /usr/local/Ascend, its bin/ on /usr/local/sbin (so `npu-smi` is on root's sshd PATH), its data/
 and ckpt/ on <dir>/mnt/{data,ckpt} (the inventory's paths, identical on every node), and /etc
@@ -37,7 +40,9 @@ addresses are 127.19.x.y; device_drop/device_net_down need netns mode.
 State-file layout (<dir>/)
 --------------------------
     record.json            everything made: PIDs (+ start time), namespaces, links, host dirs, nodes
-    inventory.yaml         SPEC.md inventory (user root, identity_file, known_hosts, strict, env, paths)
+    inventory.yaml         SPEC.md inventory: user root, identity_file, known_hosts, host_key_policy strict,
+                           devices, ascend_home, env (HCCL_IF_IP per node, MASTER_ADDR = first node,
+                           MASTER_PORT "29500", GLOO/HCCL_SOCKET_IFNAME = eth0), env_files [set_env.sh], paths
     known_hosts            one line per node host key
     authorized_keys        the client key, for every node's sshd (AuthorizedKeysFile)
     keys/client_ed25519    client key; kept across `down` and reused by the next `up` (`--purge` drops it)
@@ -47,9 +52,13 @@ State-file layout (<dir>/)
       ascend/              driver/{version.info,tools/hccn_tool,lib64/..}, firmware/version.info,
                            ascend-toolkit/{set_env.sh,latest -> <ver>,<ver>/<arch>-linux/ascend_toolkit_install.info,..}
       bin/npu-smi          sh script
-      out/npu/*            pre-rendered npu-smi outputs: info, list, map, health.N[.M], board.N[.M], errors, mode
-      out/hccn/<dev>/*     pre-rendered hccn_tool outputs: link, ip(.err), optical, net_health, link_stat,
-                           tls, fec, speed, stat; addr (the source address -ping uses)
+      out/npu/*            pre-rendered npu-smi outputs: info, list, map; health and board (one "@@N" /
+                           "@@N.M" section per card / chip); invalid_card, invalid_chip, not_found, busy;
+                           mode (hang | busy, when set)
+      out/hccn/*           pre-rendered hccn_tool outputs, one file per query (link, ip, optical,
+                           net_health, link_stat, tls, fec, speed, stat; addr = the source -ping uses),
+                           one "@@<dev>" section per device. Valid ids, devices without an IP and
+                           product support are baked into the tool scripts at each render.
       etc/hccn.conf        address_N/netmask_N when the state has one
       data/, ckpt/         data files (deterministic content), checkpoint dir
       ssh/                 sshd_config, host key, sshd.pid, sshd.log

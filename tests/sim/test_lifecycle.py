@@ -26,6 +26,9 @@ def leftovers(directory: Path, pids: list[int]) -> list[str]:
     if os.geteuid() == 0:
         found += [f"netns {ns}" for ns in simnet.list_namespaces() if ns.startswith(f"pfs-{tag}-")]
         found += [f"link {ln}" for ln in simnet.list_links() if ln.startswith(f"pfs{tag}")]
+    for p in psutil.process_iter(["cmdline"]):
+        if any(str(directory) in a for a in (p.info["cmdline"] or [])) and p.pid != os.getpid():
+            found.append(f"process {p.pid} {' '.join(p.info['cmdline'])[:80]}")
     with open("/proc/self/mountinfo") as fh:
         found += [f"mount {ln.split()[4]}" for ln in fh if str(directory) in ln]
     found += [f"file {p.name}" for p in directory.glob("*") if p.name not in ("keys",)]
@@ -43,6 +46,8 @@ def test_down_leaves_nothing_and_is_safe_twice(tmp_path: Path, mode: str) -> Non
     c.inject("node01", "silent_banner")
     pids = c.pids()
     assert len(pids) == 3  # node02's sshd, its listener, node01's silent listener
+    c.inject("node02", "npu_smi_hang")  # a wedged call orphaned in the node must not survive down
+    assert c.exec("node02", "npu-smi info >/dev/null 2>&1 </dev/null & echo started").stdout == "started\n"
     c.down()
     assert leftovers(c.dir, pids) == []
     assert Cluster.down_dir(c.dir) is False  # second time: nothing to do, no error
