@@ -185,6 +185,39 @@ def render_board_chip(state: dict[str, Any], npu: dict[str, Any], c: dict[str, A
     return "\n".join(lines) + "\n"
 
 
+def render_usages(state: dict[str, Any], npu: dict[str, Any]) -> str:
+    """`npu-smi info -t usages -i N` (910A capture; the rates are computed from the state)."""
+    lines = [kv("NPU ID", npu["id"]), kv("Chip Count", len(npu["chips"]))]
+    for c in npu["chips"]:
+        mu, mt = c["mem"]
+        hu, ht = c["hbm"]
+        lines += ["", kv("DDR Capacity(MB)", mt), kv("DDR Usage Rate(%)", round(mu * 100 / mt) if mt else 0),
+                  kv("DDR Hugepages Total(page)", c["hugepages"][1]),
+                  kv("DDR Hugepages Usage Rate(%)", round(c["hugepages"][0] * 100 / c["hugepages"][1]) if c["hugepages"][1] else 0),
+                  kv("HBM Capacity(MB)", c.get("hbm_capacity", ht)),
+                  kv("HBM Usage Rate(%)", round(hu * 100 / ht) if ht else 0),
+                  kv("Aicore Usage Rate(%)", c["aicore"]), kv("Aicpu Usage Rate(%)", 0),
+                  kv("Ctrlcpu Usage Rate(%)", 0), kv("DDR Bandwidth Usage Rate(%)", 0),
+                  kv("HBM Bandwidth Usage Rate(%)", 0), kv("Chip ID", c["chip"])]
+    return "\n".join(lines) + "\n"
+
+
+ECC_KEYS = ("Single Bit Error Count", "Double Bit Error Count", "Single Bit Aggregate Total Err Cnt",
+            "Double Bit Aggregate Total Err Cnt", "Single Bit Isolated Pages Count", "Double Bit Isolated Pages Count")
+
+
+def render_ecc(state: dict[str, Any], npu: dict[str, Any]) -> str:
+    """`npu-smi info -t ecc -i N` (doc example; the TAB indent as other -t outputs is inferred)."""
+    ekv = lambda k, v: f"\t{k:<41}: {v}"  # noqa: E731 - this block pads keys to 41
+    lines = [ekv("NPU ID", npu["id"]), ekv("Chip Count", len(npu["chips"]))]
+    for c in npu["chips"]:
+        ecc = c.get("ecc", {})
+        lines.append("")
+        lines += [ekv(f"{mem} {k}", ecc.get(f"{mem} {k}", 0)) for mem in ("DDR", "HBM") for k in ECC_KEYS]
+        lines.append(ekv("Chip ID", c["chip"]))
+    return "\n".join(lines) + "\n"
+
+
 def render_list(state: dict[str, Any]) -> str:
     """`npu-smi info -l`: A3 prints Total Count/NPU ID/Chip Count; others the Card Count form.
     Multi-card listings are inferred (docs show one card)."""
@@ -221,12 +254,14 @@ def render_all(state: dict[str, Any]) -> dict[str, str]:
         n = npu["id"]
         files[f"health.{n}"] = render_health_npu(state, npu)
         files[f"board.{n}"] = render_board_npu(state, npu)
+        files[f"usages.{n}"] = render_usages(state, npu)
+        files[f"ecc.{n}"] = render_ecc(state, npu)
         for c in npu["chips"]:
             files[f"health.{n}.{c['chip']}"] = render_health_chip(c)
             files[f"board.{n}.{c['chip']}"] = render_board_chip(state, npu, c)
     return files
 
 
-__all__ = ["render_info", "render_health_chip", "render_health_npu", "render_board_npu", "render_board_chip",
+__all__ = ["render_usages", "render_ecc", "render_info", "render_health_chip", "render_health_npu", "render_board_npu", "render_board_chip",
            "render_list", "render_map", "render_all", "INVALID_CARD", "INVALID_CHIP", "NOT_FOUND", "BUSY",
            "chips"]

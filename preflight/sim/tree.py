@@ -110,7 +110,7 @@ def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
 
     # npu-smi: whole outputs as files, per-card/per-chip ones as "@@id" sections of one file
     files = render_npusmi.render_all(state)
-    sections: dict[str, list[str]] = {"health": [], "board": []}
+    sections: dict[str, list[str]] = {"health": [], "board": [], "usages": [], "ecc": []}
     for name, text in files.items():
         kind, _, key = name.partition(".")
         if kind in sections:

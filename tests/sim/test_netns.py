@@ -44,6 +44,8 @@ def test_tools_print_rendered_text_over_ssh(sim_cluster: Cluster, sh: Shell) -> 
     assert "| Chip    Device " in sh.run("n4", "npu-smi info")[1]
     assert sh.run("n1", "npu-smi info -t health -i 0 -c 0")[1].startswith("\tHealth Status                  : OK\n")
     assert sh.run("n1", "npu-smi info -i 0 -c 0 -t health")[0] == 0
+    assert sh.run("n1", "npu-smi info -t usages -i 1")[1].startswith("\tNPU ID                         : 1\n")
+    assert "HBM Double Bit Error Count" in sh.run("n3", "npu-smi info -t ecc -i 7 -c 1")[1]
     rc, out, _ = sh.run("n1", "npu-smi info -t board -i 99")
     assert rc != 0 and out == render_npusmi.INVALID_CARD
     assert sh.run("n1", "npu-smi info -x")[1].startswith("Command or option is not found.")

@@ -204,3 +204,13 @@ def test_wide_a3_table_matches_partial_fixture() -> None:
     assert text.startswith(head)
     assert tail in text
     assert {len(x) for x in text.splitlines()} == {116}
+
+
+def test_usages_and_ecc_match_fixtures() -> None:
+    st = _910a_state()
+    c = chip_by_device(st, 0)
+    c.update(mem=[813, 13553], hugepages=[0, 0], hbm_capacity=31129, hbm=[10, 32768], aicore=0)
+    npu = st["npus"][0]
+    assert render_npusmi.render_usages(st, npu) == body("npu-smi_info_-t_usages__910A__mindcluster-fixture.txt")
+    st["npus"][0]["id"] = 1
+    assert _doc(render_npusmi.render_ecc(st, npu)) == _doc(body("npu-smi_info_-t_ecc__doc__mindcluster-doc.txt"))
