@@ -125,7 +125,7 @@ def cann_base(version: str) -> str:
 
 def _ref(table: Mapping[str, Any], key: str) -> str:
     ref = table["references"].get(key, {})
-    return f"{ref.get('title', key)} <{ref.get('url', '?')}>"
+    return f"{ref.get('title', key)}" + (f" <{ref['url']}>" if ref.get("url") else "")
 
 
 def combination_problems(v: Mapping[str, str], table: Mapping[str, Any]) -> list[tuple[Status, str, str]]:
@@ -149,7 +149,8 @@ def combination_problems(v: Mapping[str, str], table: Mapping[str, Any]) -> list
         out.append((Status.WARN, f"python {py} is not among the versions torch_npu {npu} is published for "
                                  f"({', '.join(map(str, row['python']))})", _ref(table, row["ref"])))
     mig = table.get("migration_python", {})
-    if (npu or torch) and minor and mig and minor not in [str(p) for p in mig["validated"]]:
+    # The migration guides' Python range matters where no release table row decides it.
+    if npu and row is None and minor and mig and minor not in [str(p) for p in mig["validated"]]:
         out.append((Status.WARN, f"python {py} is outside the versions the migration guides validated "
                                  f"({', '.join(map(str, mig['validated']))}; {mig.get('best')} best)", _ref(table, mig["ref"])))
     return out

@@ -145,10 +145,17 @@ def test_unknown_cann_for_known_torch_npu_warns_with_reference():
     assert "Pytorch/700" in f.summary
 
 
-def test_python_outside_migration_validated_warns():
-    p311 = check.Facts("3.11.9", "2.1.0", "2.1.0.post12", "1.0.0", "0.10.0", kernel=GOOD.kernel)
+def test_python_outside_migration_validated_warns_when_no_release_row_decides():
+    p311 = check.Facts("3.11.9", "2.9.0", "2.9.0.post1", "1.0.0", "0.10.0", kernel=GOOD.kernel)
     [f] = check.evaluate(_ctx(_nodes(2, node01=p311, node02=p311)))
     assert f.status is Status.WARN and "migration guides validated (3.9, 3.10" in f.summary
+    assert "../shared" not in f.summary
+
+
+def test_python_published_for_the_installed_torch_npu_passes():
+    p311 = check.Facts("3.11.9", "2.1.0", "2.1.0.post12", "1.0.0", "0.10.0", kernel=GOOD.kernel)
+    [f] = check.evaluate(_ctx(_nodes(2, node01=p311, node02=p311)))
+    assert f.status is Status.PASS, f.summary
 
 
 def test_unknown_torch_npu_warns():
