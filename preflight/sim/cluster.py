@@ -426,7 +426,10 @@ class Cluster:
     def set_state(self, node: str, key: str, value: Any) -> None:
         """Change one state value by dotted path (`devices.3.link`) and make it real."""
         st = self.state(node)
-        set_path(st, key, value)
+        try:
+            set_path(st, key, value)
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            raise SimError(f"{node}: cannot set {key!r}: {exc}") from None
         self._apply(node, st)
 
     def inject(self, node: str, fault: str, **params: Any) -> None:
@@ -488,6 +491,24 @@ class Cluster:
     def sshd_pid(self, node: str) -> int | None:
         live = [r for r in self._procs(node, "sshd") if procs.alive(r)]
         return live[0]["pid"] if live else None
+
+    def node_processes(self, node: str) -> list[tuple[int, str]]:
+        """(pid, command line) of every process running in the node: in its network namespace
+        (netns mode), or under its sshd (loopback). For tests that check nothing was left behind."""
+        n = self.node(node)
+        if n.namespace:
+            pids = netns.ns_pids(n.namespace)
+        else:
+            pid = self.sshd_pid(node)
+            pids = [pid] + [c.pid for c in psutil.Process(pid).children(True)] if pid else []
+            pids += [r["pid"] for r in self.rec["procs"] if r["node"] == node and r["what"] != "sshd" and procs.alive(r)]
+        out = []
+        for pid in pids:
+            try:
+                out.append((pid, " ".join(psutil.Process(pid).cmdline())))
+            except psutil.Error:
+                continue
+        return out
 
     def pids(self) -> list[int]:
         return [r["pid"] for r in self.rec["procs"] if procs.alive(r)]

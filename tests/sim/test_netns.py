@@ -185,3 +185,6 @@ def test_sshd_down_and_silent_banner(sim_cluster: Cluster) -> None:
 def test_exec_runs_inside_the_node(sim_cluster: Cluster) -> None:
     cp = sim_cluster.exec("n3", "hostname; ip -o -4 addr show eth0 | wc -l; npu-smi info -l | head -1")
     assert cp.stdout.splitlines() == ["n3", "1", "\tTotal Count                    : 8"]
+    procs = sim_cluster.node_processes("n3")
+    # the listener and the sessions the module's paramiko connections hold: sshd only, nothing left over
+    assert sim_cluster.sshd_pid("n3") in [p for p, _ in procs] and all("sshd" in cmd for _, cmd in procs), procs
