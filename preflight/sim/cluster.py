@@ -197,7 +197,10 @@ class Cluster:
         auth = d / "authorized_keys"
         auth.write_text(client_pub + " preflight-sim-client\n", encoding="utf-8")
         netns_mode = self.mode == "netns"
-        Path("/run/sshd").exists() or self._make_host_dir("/run/sshd")
+        if not os.path.exists(sshd.SSHD):
+            raise SimError(f"{sshd.SSHD} not found: install openssh-server (apt-get install -y openssh-server)")
+        if os.geteuid() == 0 and not Path("/run/sshd").exists():
+            self._make_host_dir("/run/sshd")  # sshd's privilege-separation dir (root only)
         if netns_mode:
             with netns.NetLock():  # held until our bridges own the subnets
                 sp = self._choose_network(sp)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import netns
+from . import netns, sshd
 from .cluster import Cluster
 
 _serial = itertools.count()
@@ -32,6 +32,10 @@ def sim_cluster_factory() -> Iterator[Callable[..., Cluster]]:
     root = Path(tempfile.mkdtemp(prefix="pfsim-"))
 
     def make(spec: dict[str, Any], mode: str = "auto", **kw: Any) -> Cluster:
+        if not os.path.exists(sshd.SSHD):
+            pytest.skip(f"{sshd.SSHD} not found (apt-get install openssh-server)")
+        if mode == "netns" and not _NETNS_OK:
+            pytest.skip(f"netns mode unavailable: {_NETNS_WHY}")
         c = Cluster.up(dict(spec), dir=root / f"c{next(_serial)}", mode=mode, **kw)
         made.append(c)
         return c
