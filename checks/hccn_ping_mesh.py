@@ -37,7 +37,7 @@ from .net_ping_mesh import pairs as spread_pairs
 
 ID = "hccn.ping_mesh"
 SCOPE = "cluster"
-USES = ("hccn.ip",)
+USES = ("hccn.ip", "hccn.link")  # hccn.link: devices already known DOWN are left out (one cause, one red line)
 DEFAULTS: dict = {
     "pkt": 3,
     "cross_rail": False,  # every device pair instead of same-index devices only
@@ -60,12 +60,23 @@ class PairResult:
     note: str = ""  # failure marker or hccn_tool error
 
 
+def link_down(ctx: ClusterContext) -> list[Endpoint]:
+    """Devices hccn.link saw DOWN: pinging them only repeats that finding under another name."""
+    out = []
+    for n in sorted(ctx.nodes):
+        f = ctx.facts.get(n, {}).get("hccn.link")
+        out += [(n, dev) for dev, d in sorted((getattr(f, "devices", None) or {}).items())
+                if getattr(d, "status", None) == "DOWN"]
+    return out
+
+
 def device_ips(ctx: ClusterContext) -> dict[Endpoint, str]:
+    down = set(link_down(ctx))
     out = {}
     for n in sorted(ctx.nodes):
         f = ctx.facts.get(n, {}).get("hccn.ip")
         for dev, d in sorted((getattr(f, "devices", None) or {}).items()):
-            if d.ip:
+            if d.ip and (n, dev) not in down:
                 out[(n, dev)] = d.ip
     return out
 
@@ -225,9 +236,13 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
                                "cross_rail": bool(ctx.params.get("cross_rail")), "metrics": _metrics(res)}
     if broken:
         details["unreadable"] = broken
+    left_out = [f"{n} device {d}" for n, d in link_down(ctx)]
+    if left_out:
+        details["left_out_link_down"] = left_out  # hccn.link reports them
     status = worst([f.status for f in findings] + ([Status.ERROR] if broken else []))
     if status is Status.PASS:
-        return [passed(f"{len(res)} device pairs between {len({n for n, _ in ips})} nodes answer", **details)]
+        note = f" ({len(left_out)} device(s) with link DOWN left out: see hccn.link)" if left_out else ""
+        return [passed(f"{len(res)} device pairs between {len({n for n, _ in ips})} nodes answer{note}", **details)]
     blamed = ", ".join(f"{f.node} {f.details['failed_devices']}" for f in findings)
     summary = (f"{len(bad)} of {len(res)} device pairs unreachable, {len(weak)} lossy"
                + (f"; blamed: {blamed}" if blamed else "") + (f"; unreadable from: {'; '.join(broken)}" if broken else ""))

@@ -144,9 +144,8 @@ class Runner:
                 if self.recorder is not None:
                     self.recorder.state(run.node.name, exc.state, exc.reason)
                 return
-            self._add(run, Result(CONNECT_ID, run.node.name, Status.PASS,
-                                  f"connected to {run.node.user or ''}{'@' if run.node.user else ''}"
-                                  f"{run.node.host}:{run.node.port}", duration_s=time.monotonic() - t0))
+            self._add(run, Result(CONNECT_ID, run.node.name, Status.PASS, _connected(run.node),
+                                  {"address": f"{run.node.host}:{run.node.port}"}, duration_s=time.monotonic() - t0))
             checks = self._node_checks()
             self._gather(run, checks)
             cut = {c.id for c in checks if any(o.error == CANCELLED for o in run.outputs.get(c.id, {}).values())}
@@ -361,6 +360,15 @@ REMEDY = {
     NodeStateKind.TIMEOUT: "raise --deadline, or find why the node is slow (a hung npu-smi or mount): "
                            "run the check alone with --limit NODE",
 }
+
+
+HOST_KEY_WORDS = {"strict": "host key verified", "accept-new": "host key verified or newly recorded",
+                  "off": "host key NOT checked (host_key_policy: off)"}
+
+
+def _connected(node: Node) -> str:
+    """Identical on every healthy node, so the checklist folds them into one line."""
+    return f"connected as {node.user or 'the current user'}; {HOST_KEY_WORDS.get(node.host_key_policy, '')}"
 
 
 def _requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:

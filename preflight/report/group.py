@@ -33,6 +33,25 @@ def grouped(report: Report) -> list[Group]:
     return sorted(groups, key=lambda g: (-SEVERITY[g.status], order[g.check]))
 
 
+def condensed(groups: list[Group]) -> list[Group]:
+    """Passing lines of one check that differ only in node-specific words (an address, a count)
+    become one line, so a 128-node checklist stays about failures; the JSON keeps every result."""
+    out: list[Group] = []
+    first: dict[str, tuple[int, Group]] = {}  # check -> (position, its first passing group)
+    for g in groups:
+        if g.status is not Status.PASS or g.nodes == (CLUSTER,):
+            out.append(g)
+        elif g.check not in first:
+            first[g.check] = (len(out), g)
+            out.append(g)
+        else:
+            i, head = first[g.check]
+            nodes = out[i].nodes + g.nodes
+            more = len(nodes) - len(head.nodes)
+            out[i] = Group(g.check, g.status, f"{head.summary} (alike on {more} more)", head.remediation, nodes)
+    return out
+
+
 def by_node(report: Report) -> dict[str, dict[str, Status]]:
     """node -> check -> worst status, for the matrix view."""
     matrix: dict[str, dict[str, Status]] = {}

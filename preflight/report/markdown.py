@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import Report, Status
-from .group import grouped
+from .group import condensed, grouped
 from .table import VERDICT
 
 
@@ -19,7 +19,7 @@ def render(report: Report) -> str:
     if bad:
         lines += ["## Nodes not reached", ""] + [f"- `{n.name}` ({n.host}): {n.state.value}: {n.error}" for n in bad] + [""]
     lines += ["## Checks", "", "| status | check | nodes | finding | fix |", "|---|---|---|---|---|"]
-    for g in grouped(report):
+    for g in condensed(grouped(report)):
         fix = g.remediation if g.status in (Status.FAIL, Status.WARN, Status.ERROR) else ""
         lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | {_cell(fix)} |")
     counts = report.counts()

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import NodeStateKind, Report, Status
-from .group import by_node, grouped
+from .group import by_node, condensed, grouped
 
 STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "yellow",
          Status.PASS: "green", Status.SKIP: "dim"}
@@ -38,7 +38,7 @@ def checklist(report: Report, show_pass: bool = True) -> Table:
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
     for col in ("status", "check", "nodes", "finding"):
         table.add_column(col, overflow="fold")
-    for g in grouped(report):
+    for g in condensed(grouped(report)):
         if g.status is Status.PASS and not show_pass:
             continue
         finding = Text(g.summary)  # node text: never markup (brackets in node ranges and tool output)

@@ -156,3 +156,14 @@ def test_script_missing_tool(tmp_path):
     cmd = H.plan(c)["node01"][H.PROBE].cmd
     r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
     assert r.returncode == 127 and "@@missing" in r.stdout
+
+
+def test_devices_hccn_link_saw_down_are_left_out_not_blamed_twice():
+    from checks.hccn_link import DeviceLink, Facts as LinkFacts
+
+    ctx = ctx_for(3, 2)
+    ctx.facts["node02"]["hccn.link"] = LinkFacts(None, None, {0: DeviceLink("UP"), 1: DeviceLink("DOWN")})
+    assert ("node02", 1) not in H.device_ips(ctx)
+    [f] = run(ctx)
+    assert f.status is Status.PASS and "1 device(s) with link DOWN left out" in f.summary
+    assert f.details["left_out_link_down"] == ["node02 device 1"]
