@@ -62,6 +62,24 @@ class SelectionError(ValueError):
     pass
 
 
+def check_parameters(params_by_check: dict[str, dict[str, Any]], where: str) -> None:
+    """Refuse an unknown check id or parameter in the inventory's `checks:` (a typo would
+    otherwise silently leave the default threshold in force)."""
+    import difflib
+
+    every = discover()
+    for cid, params in params_by_check.items():
+        if cid not in every:
+            close = difflib.get_close_matches(cid, list(every), n=1)
+            raise SelectionError(f"{where}: checks: unknown check {cid!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        for key in params:
+            if key not in every[cid].defaults:
+                known = sorted(every[cid].defaults)
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else (f"known: {', '.join(known)}" if known else "it takes none")
+                raise SelectionError(f"{where}: checks: {cid}: unknown parameter {key!r} ({hint})")
+
+
 def _matches(check_id: str, pattern: str) -> bool:
     return check_id == pattern or check_id.startswith(pattern.rstrip(".") + ".")
 

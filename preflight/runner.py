@@ -19,7 +19,7 @@ from .checkapi import ClusterContext, Finding, ParseError, Probe
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .node import Node
-from .registry import CONNECT_ID, CheckInfo, discover, select
+from .registry import CONNECT_ID, CheckInfo, check_parameters, discover, select
 from .transport import ConnectError, Session, Transport
 from .transport.batch import ProbeSpec
 from .transport.stream import CANCELLED
@@ -87,6 +87,9 @@ class Runner:
         self.recorder = recorder
         self.every = discover()
         self.reported, self.active = select(self.opts.checks, self.opts.skip)
+        check_parameters(inventory.checks, inventory.path)
+        for n in inventory.nodes:
+            check_parameters(n.params, f"{inventory.path}:{n.source_line or '?'} (node {n.name})")
         self.runs = {n.name: NodeRun(n) for n in inventory.nodes}
         self.cluster_results: list[Result] = []
         self.interrupted = False
