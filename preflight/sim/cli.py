@@ -6,7 +6,9 @@ Registered by the core CLI with `main.add_command(sim)`; also runs standalone:
 from __future__ import annotations
 
 import json
+import os
 import sys
+from importlib import resources
 
 import click
 import yaml
@@ -24,13 +26,21 @@ def sim() -> None:
     pass
 
 
-@sim.command("up", help="Bring up the cluster described by SPEC (YAML) and write its inventory.")
-@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+@sim.command("up", help="Bring up the cluster described by SPEC (a YAML file, or the name of a built-in "
+                        "spec: demo) and write its inventory; prints the inventory's path.")
+@click.argument("spec")
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
 @click.option("--mode", type=click.Choice(["netns", "loopback", "auto"]), default="auto", show_default=True)
 def up_cmd(spec: str, directory: str | None, mode: str) -> None:
+    source: str | dict = spec
+    if not os.path.exists(spec):
+        builtin = resources.files("preflight.sim").joinpath("templates", f"{spec}.yaml")
+        if "/" in spec or not builtin.is_file():
+            click.echo(f"error: {spec}: no such spec file (built-in specs: demo)", err=True)
+            sys.exit(2)
+        source = yaml.safe_load(builtin.read_text(encoding="utf-8"))
     try:
-        c = Cluster.up(spec, dir=directory, mode=mode)
+        c = Cluster.up(source, dir=directory, mode=mode)
     except SimSpecError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -66,3 +66,12 @@ def test_yaml_text_and_errors(tmp_path) -> None:
     assert "not valid YAML" in refused(str(p))
     p.write_text("- 1\n- 2\n")
     assert "must be a mapping" in refused(str(p))
+
+
+def test_builtin_demo_spec_is_valid() -> None:
+    from importlib import resources
+
+    import yaml
+    text = resources.files("preflight.sim").joinpath("templates", "demo.yaml").read_text()
+    sp = parse_spec(yaml.safe_load(text), "demo.yaml")
+    assert len(sp.nodes) == 4 and [f["fault"] for f in sp.faults] == ["npu_health", "link_down"]
