@@ -352,6 +352,10 @@ class Cluster:
                          (n.dir / "data", str(self.dir / "mnt" / "data")),
                          (n.dir / "ckpt", str(self.dir / "mnt" / "ckpt"))]
                 argv = sshd.netns_argv(n.namespace, n.dir, n.name, cfg, binds)
+                entry = next(e for e in self.rec["nodes"] if e["name"] == name)
+                # recorded for the reader: they live in the node's mount namespace only and end with it
+                entry["mounts"] = [[str(src), dst] for src, dst in binds] + [
+                    ["tmpfs", str(n.dir / "etcov")], ["overlay(/etc + node etc/hccn.conf)", "/etc"]]
             else:
                 argv = sshd.loopback_argv(n.dir, cfg)
             started.append((n, procs.spawn(argv, n.dir / "ssh" / "start.log"), pidfile))
