@@ -27,7 +27,8 @@ class CheckInfo:
     @property
     def title(self) -> str:
         """The docstring's first line, without a leading `id:` / `id —` that repeats the id."""
-        first = self.doc.splitlines()[0] if self.doc else ""
+        para = self.doc.split("\n\n")[0] if self.doc else ""
+        first = " ".join(line.strip() for line in para.splitlines())
         for sep in (":", " —", " -"):
             if first.startswith(self.id + sep):
                 return first[len(self.id) + len(sep):].strip(" :—-")

@@ -129,7 +129,13 @@ class Runner:
                 self.cancel.set()
                 break
         if pending:
-            wait(pending, timeout=3.0)  # workers see `cancel` within a poll interval
+            for r in self.runs.values():  # unblock readers now: a closed channel makes the node kill its probes
+                if not r.done and r.session is not None:
+                    try:
+                        r.session.close()
+                    except Exception:  # noqa: BLE001 - best effort while cancelling
+                        pass
+            wait(pending, timeout=3.0)
 
     # ------------------------------------------------------------ per node
     def _node_checks(self) -> list[CheckInfo]:

@@ -26,4 +26,6 @@ def to_dict(report: Report) -> dict[str, Any]:
 
 
 def render(report: Report) -> str:
-    return json.dumps(to_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"
+    """One compact line: the C encoder is ~10x faster than indented output (128 nodes carry a few
+    MB of metrics); pipe through `jq .` to read it."""
+    return json.dumps(to_dict(report), ensure_ascii=False, default=str, separators=(",", ":")) + "\n"

@@ -9,7 +9,7 @@ from ..model import CommandOutput
 from . import unfinished
 from .batch import DEFAULT_CAP, FrameParser, ProbeSpec, driver_script, new_nonce
 
-POLL_S = 0.25
+POLL_S = 1.0  # how often a waiting reader looks at `cancel`; the runner also closes sessions at once
 IDLE_SLACK_S = 15.0
 CANCELLED = "cancelled (run deadline or interrupt)"  # beyond a probe's own timeout: the remote `timeout` should have fired by then
 
@@ -35,7 +35,8 @@ def collect(probes: list[ProbeSpec], start: Callable[[str], None], read: Callabl
                     return unfinished(probes, done, f"no output for {idle_limit:.0f}s (node hung)")
                 continue
             if data == b"":
-                return unfinished(probes, done, "connection lost before the probe finished")
+                why = CANCELLED if cancel.is_set() else "connection lost before the probe finished"
+                return unfinished(probes, done, why)
             last = time.monotonic()
             for i, out in parser.feed(data):
                 done[probes[i].key] = out

@@ -240,8 +240,9 @@ def test_client_gone_kills_the_batch(no_tempdir_left):
 
 # ---------------------------------------------------------------- the parser alone
 
-def _frame(nonce: str, idx: int, rc: int, out: bytes, err: bytes, t0: int = 1_000_000_000,
-           t1: int = 1_250_000_000) -> bytes:
+def _frame(nonce: str, idx: int, rc: int, out: bytes, err: bytes, t0: int = 1_000_000,
+           t1: int = 1_250_000) -> bytes:
+    """Times in microseconds, as the driver prints them."""
     return (f"\n@@PF:{nonce} {idx} {rc} {t0} {t1} {len(out)} {len(err)}\n".encode() + out + err)
 
 
@@ -268,7 +269,7 @@ def test_parser_byte_by_byte_equals_all_at_once():
 def test_parser_on_synthetic_frames():
     nonce = "abc123"
     specs = [ProbeSpec("a", "x", 5), ProbeSpec("b", "y", 0.5)]
-    data = b"chatter" + _frame(nonce, 0, 0, b"foo", b"er") + _frame(nonce, 1, 124, b"", b"", t1=1_600_000_000)
+    data = b"chatter" + _frame(nonce, 0, 0, b"foo", b"er") + _frame(nonce, 1, 124, b"", b"", t1=1_600_000)
     got = dict(FrameParser(nonce, specs).feed(data))
     assert _essence(got[0]) == ("foo", "er", 0, 0.25, False, False, None)
     assert got[1].timed_out and got[1].rc == 124
@@ -281,13 +282,23 @@ def test_parser_ignores_frames_of_another_nonce_and_unknown_index():
     assert [(i, o.stdout) for i, o in got] == [(0, "good")]
 
 
-def test_remote_command_hands_the_script_to_sh():
+def test_remote_command_hands_the_script_over_intact():
     script = driver_script([ProbeSpec("a", "echo 'hi'", 5)], "n0nce")
     cmd = remote_command(script)
-    assert cmd.startswith("exec /bin/sh -c ")
-    res = subprocess.run(["sh", "-c", cmd.replace("exec /bin/sh -c ", "printf %s ", 1)], capture_output=True,
-                         text=True, timeout=10)
+    assert cmd.startswith("s=") and 'exec /bin/sh -c "$s"' in cmd
+    shown = cmd.replace('exec /bin/bash --norc --noprofile -c "$s"', 'printf %s "$s"; exit', 1)
+    res = subprocess.run(["sh", "-c", shown], capture_output=True, text=True, timeout=10)
     assert res.stdout == script
+
+
+def test_remote_command_runs_under_sh_when_bash_is_absent(tmp_path):
+    script = driver_script([ProbeSpec("a", "echo hi", 5)], "n0nce")
+    cmd = remote_command(script).replace("/bin/bash", str(tmp_path / "no-bash"))
+    proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # stdin open: no cancel
+    out = proc.stdout.read()
+    proc.stdin.close()
+    assert proc.wait(10) == 0
+    assert b"@@PF:n0nce 0 0 " in out and out.endswith(b"hi\n")
 
 
 def test_probe_timeout_is_at_least_one_second_and_integer():

@@ -28,7 +28,7 @@ pytestmark = [requires_netns,
 
 # An explicit subnet: the fixture's automatic pick fails while another session's big cluster holds
 # 198.18.0.0/16 on this machine; node namespaces are isolated, so only the host subnet must be free.
-SIM_SPEC = {"nodes": 3, "network": {"subnet": "198.19.250.0/24", "device_subnet": "198.19.251.0/24"}}
+SIM_SPEC = {"nodes": 3}  # subnets: the sim picks free ones (other clusters may be up)
 SIM_MODE = "netns"
 RDV = 6  # rendezvous_timeout_s for the failure cases: keeps the module well under a minute
 PARAMS = {"size_mib": 4, "iters": 3, "warmup": 1, "rendezvous_timeout_s": RDV, "run_timeout_s": 20, "startup_s": 20}
