@@ -130,11 +130,8 @@ class Runner:
                 break
         if pending:
             for r in self.runs.values():  # unblock readers now: a closed channel makes the node kill its probes
-                if not r.done and r.session is not None:
-                    try:
-                        r.session.close()
-                    except Exception:  # noqa: BLE001 - best effort while cancelling
-                        pass
+                if not r.done:
+                    self._close(r)
             wait(pending, timeout=3.0)
 
     # ------------------------------------------------------------ per node
@@ -163,6 +160,8 @@ class Runner:
             for info in _requires_first(checks):
                 if info.scope == "node" and info.id in self.reported and info.id not in cut:
                     self._evaluate_node(run, info)
+            if not self._plans_ahead():  # nothing more to send this node: free its connection now
+                self._close(run)
         finally:
             run.done = True
             self._tick(run)
@@ -214,6 +213,17 @@ class Runner:
         duration = probe_time + (time.monotonic() - t0)
         for f in findings or [Finding(Status.ERROR, "the check returned no result")]:
             self._add(run, _result(info.id, node.name, f, duration))
+
+    def _plans_ahead(self) -> bool:
+        return any(self.every[c].scope == "cluster" and self.every[c].has("plan") for c in self.reported)
+
+    @staticmethod
+    def _close(run: NodeRun) -> None:
+        if run.session is not None:
+            try:
+                run.session.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
 
     def _cut_reason(self) -> str:
         return "interrupted" if self.interrupted else "cut off by --deadline"
@@ -316,11 +326,7 @@ class Runner:
     # ------------------------------------------------------------ report
     def _close_sessions(self) -> None:
         for r in self.runs.values():
-            if r.session is not None:
-                try:
-                    r.session.close()
-                except Exception:  # noqa: BLE001 - closing is best effort
-                    pass
+            self._close(r)
         try:
             self.transport.close()
         except Exception:  # noqa: BLE001

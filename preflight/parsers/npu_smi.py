@@ -13,6 +13,7 @@ ParseError quoting the line. Layouts and traps are those of FORMATS.md §1-2:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 
 from preflight.checkapi import ParseError
@@ -158,8 +159,11 @@ def _process(line: str) -> Process:
     )
 
 
+@lru_cache(maxsize=256)
 def parse_info(text: str) -> InfoTable:
-    """The default `npu-smi info` table. Lines outside the table (driver log lines) are ignored."""
+    """The default `npu-smi info` table. Lines outside the table (driver log lines) are ignored.
+
+    Cached (the result is frozen): npu.health, npu.idle and every hccn.* check read the same table."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.lstrip().startswith(("|", "+"))]
     banner = next((ln for ln in lines if "npu-smi" in ln and "Version:" in ln), None)
     head = next((i for i, ln in enumerate(lines) if re.match(r"\|\s*NPU\s+Name\s*\|", ln)), None)

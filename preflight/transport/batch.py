@@ -87,13 +87,26 @@ def _int(value: bytes, default: int = 0) -> int:
         return default
 
 
+_HEADER = re.compile(rb"\n@@PF:(\S+) (\d+) (\d+) (\S*) (\S*) (\d+) (\d+)\n")
+
+
+def _find_header(buf: bytes, nonce: bytes):
+    """The first header carrying our nonce (one compiled pattern for every batch)."""
+    pos = 0
+    while (m := _HEADER.search(buf, pos)) is not None:
+        if m.group(1) == nonce:
+            return m
+        pos = m.start() + 1
+    return None
+
+
 class FrameParser:
     """Incremental parser: feed() raw bytes, get (index, CommandOutput) for every finished probe."""
 
     def __init__(self, nonce: str, probes: list[ProbeSpec], cap: int = DEFAULT_CAP):
         self.probes = probes
         self.cap = cap
-        self._header = re.compile(rb"\n@@PF:" + nonce.encode() + rb" (\d+) (\d+) (\S*) (\S*) (\d+) (\d+)\n")
+        self._nonce = nonce.encode()
         self._buf = b""
         self._pending: tuple | None = None
         self.noise = b""  # what the login shell printed outside frames (e.g. .bashrc chatter)
@@ -102,14 +115,14 @@ class FrameParser:
         self._buf += data
         while True:
             if self._pending is None:
-                m = self._header.search(self._buf)
+                m = _find_header(self._buf, self._nonce)
                 if not m:
                     keep = max(0, len(self._buf) - 256)  # a header may be split across reads
                     self.noise = (self.noise + self._buf[:keep])[-4096:]
                     self._buf = self._buf[keep:]
                     return
                 self.noise = (self.noise + self._buf[: m.start()])[-4096:]
-                self._pending = m.groups()
+                self._pending = m.groups()[1:]
                 self._buf = self._buf[m.end():]
             idx, rc, t0, t1, olen, elen = self._pending
             o, e = min(_int(olen), self.cap), min(_int(elen), self.cap)
