@@ -37,7 +37,7 @@ def write_config(node_dir: Path, listen: str, port: int, authorized_keys: Path,
         "PrintMotd no",
         "PrintLastLog no",
         "X11Forwarding no",
-        "AllowTcpForwarding no",
+        "AllowTcpForwarding yes",  # a node can serve as the ProxyJump host of the others (tests)
         "PermitUserEnvironment no",
         "LogLevel ERROR",
         "Subsystem sftp internal-sftp",

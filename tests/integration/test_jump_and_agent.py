@@ -1,0 +1,120 @@
+"""ProxyJump (one hop) and ssh-agent keys, against real sshd nodes.
+
+node01 is the jump host of node02 and node03; the control host reaches them only through it when
+the inventory (or ~/.ssh/config) says so. A dead jump host makes every node behind it unreachable,
+with the jump host named as the cause.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from preflight.inventory import load
+from preflight.model import NodeStateKind
+from preflight.runner import Options, Runner
+from preflight.sim.fixtures import requires_netns
+from preflight.transport.hostkeys import KnownHosts
+from preflight.transport.ssh import SSHTransport
+
+pytestmark = requires_netns
+
+SIM_SPEC = {"nodes": 3}
+SIM_MODE = "netns"
+
+
+def inventory(cluster, tmp_path: Path, node_overrides: dict, defaults: dict | None = None) -> str:
+    doc = yaml.safe_load(Path(cluster.inventory_path).read_text())
+    doc["defaults"].update(defaults or {})
+    for entry in doc["nodes"]:
+        entry.update(node_overrides.get(entry["name"], {}))
+    path = tmp_path / "inv.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def run(path: str, ssh_config: str | None = None):
+    KnownHosts.forget_all()
+    inv = load(path, ssh_config=ssh_config or os.devnull)
+    return Runner(inv, SSHTransport(), Options(checks=["npu.health"])).run()
+
+
+def states(report) -> dict[str, tuple]:
+    return {n.name: (n.state, n.error) for n in report.nodes}
+
+
+@pytest.fixture
+def only_via_jump(sim_cluster):
+    """node02 and node03 accept SSH from the jump host (node01) only: a direct attempt times out."""
+    jump = sim_cluster.node("node01").host
+    rule = f"INPUT -p tcp --dport 22 ! -s {jump} -j DROP"
+    for n in ("node02", "node03"):
+        sim_cluster.exec(n, f"iptables -I {rule}")
+    try:
+        yield jump
+    finally:
+        for n in ("node02", "node03"):
+            sim_cluster.exec(n, f"iptables -D {rule}")
+
+
+def test_nodes_behind_a_jump_host_are_checked_through_it(sim_cluster, tmp_path, only_via_jump):
+    jump = only_via_jump
+    direct = run(inventory(sim_cluster, tmp_path, {}, defaults={"connect_timeout": 1.5}))
+    assert states(direct)["node02"][0] is NodeStateKind.UNREACHABLE  # the DROP rule really blocks us
+    path = inventory(sim_cluster, tmp_path, {n: {"proxy_jump": f"root@{jump}"} for n in ("node02", "node03")})
+    report = run(path)
+    assert all(s == NodeStateKind.OK for s, _ in states(report).values()), states(report)
+    assert all(r.status.value == "pass" for r in report.results if r.check == "npu.health")
+
+
+def test_proxyjump_from_ssh_config_is_honoured(sim_cluster, tmp_path, only_via_jump):
+    target = sim_cluster.node("node03").host
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host {target}\n    ProxyJump root@{only_via_jump}\n")
+    report = run(inventory(sim_cluster, tmp_path, {}, defaults={"connect_timeout": 1.5}), ssh_config=str(cfg))
+    st = states(report)
+    assert st["node03"][0] is NodeStateKind.OK and st["node02"][0] is NodeStateKind.UNREACHABLE
+
+
+def test_dead_jump_host_names_itself_for_every_node_behind_it(sim_cluster, tmp_path):
+    jump = sim_cluster.node("node01").host
+    path = inventory(sim_cluster, tmp_path, {n: {"proxy_jump": f"root@{jump}:2222"} for n in ("node02", "node03")},
+                     defaults={"connect_timeout": 2})
+    st = states(run(path))
+    assert st["node01"][0] is NodeStateKind.OK
+    for n in ("node02", "node03"):
+        assert st[n][0] is NodeStateKind.UNREACHABLE and f"jump host root@{jump}:2222" in st[n][1] and "refused" in st[n][1]
+
+
+def test_multi_hop_proxyjump_is_refused_loudly(sim_cluster, tmp_path):
+    a, b = sim_cluster.node("node01").host, sim_cluster.node("node02").host
+    path = inventory(sim_cluster, tmp_path, {"node03": {"proxy_jump": f"root@{a},root@{b}"}})
+    st = states(run(path))
+    assert st["node03"][0] is NodeStateKind.UNREACHABLE and "only one jump host" in st["node03"][1]
+
+
+@pytest.fixture
+def agent(sim_cluster, tmp_path, monkeypatch):
+    """A real ssh-agent holding the cluster's client key; HOME without any key file."""
+    out = subprocess.run(["ssh-agent", "-s", "-a", str(tmp_path / "agent.sock")], capture_output=True, text=True,
+                         check=True).stdout
+    pid = int(out.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+        monkeypatch.setenv("HOME", str(tmp_path))
+        subprocess.run(["ssh-add", "-q", str(sim_cluster.client_key)], check=True, capture_output=True)
+        yield
+    finally:
+        os.kill(pid, 15)
+
+
+def test_agent_key_is_used_when_no_identity_file_is_given(sim_cluster, tmp_path, agent):
+    doc = yaml.safe_load(Path(sim_cluster.inventory_path).read_text())
+    del doc["defaults"]["identity_file"]
+    path = tmp_path / "agent-inv.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    report = run(str(path))
+    assert all(s == NodeStateKind.OK for s, _ in states(report).values()), states(report)
