@@ -2,9 +2,19 @@
 
 All of a node's probes travel in one exec. Each runs under a remote `timeout` (closing an SSH
 channel does not kill what runs behind it), its stdout and stderr go to files on the node, and
-the driver prints a header line `@@PF:<nonce> <idx> <rc> <t0_us> <t1_us> <out_len> <err_len>`
-followed by exactly those many bytes. Lengths make the frame immune to whatever a probe prints;
-the random nonce keeps a probe from forging a header. A watcher reads the channel's stdin: when
+the driver prints, per probe::
+
+    @@PF:<nonce>:B <idx> <rc> <t0_us> <t1_us>\n  <stdout>  @@PF:<nonce>:E\n  <stderr>  @@PF:<nonce>:Z\n
+
+with one `head -q -c CAP+1` over the two output files and two marker files, so each stream is
+capped on the node (a longer one arrives as CAP+1 bytes and is marked truncated) and a probe costs
+three processes: timeout, its shell, head. The random nonce keeps a probe from forging a marker
+(it cannot know it).
+
+One driver serves a node for the whole run: after a round it prints `@@PF:<nonce>:R` and waits for
+more `pf` lines on its stdin, ended by `@@PF:<nonce>:GO` (follow-ups, cluster plans), so a node pays
+its login shell's start-up (.bashrc: 100+ ms with conda or pyenv) once. A watcher reads the
+channel's stdin and relays it to the driver through a FIFO: when
 the client goes away (Ctrl-C, deadline, dropped connection) stdin reaches EOF and the watcher kills
 the running probe, so nothing is left behind on the node.
 """
@@ -21,7 +31,7 @@ from ..model import CommandOutput
 
 DEFAULT_CAP = 1 << 20  # bytes kept per stream; the rest is dropped on the node
 KILL_GRACE_S = 2
-TRUNCATED_MARK = "\n[... truncated by preflight: {n} bytes in all ...]\n"
+TRUNCATED_MARK = "\n[... truncated by preflight: more than {cap} bytes ...]\n"
 
 
 @dataclass(frozen=True)
@@ -31,42 +41,63 @@ class ProbeSpec:
     timeout: float
 
 
-# Per probe the driver forks timeout + sh (the probe), one stat and one cat; under bash the clock is
-# the EPOCHREALTIME variable, elsewhere `date` (two more forks). On 128 busy nodes that matters.
 _DRIVER = r"""
 exec 3<&0 </dev/null
 d=$(mktemp -d "${TMPDIR:-/tmp}/.preflight.XXXXXX") || { echo "preflight: mktemp failed" >&2; exit 97; }
 trap 'rm -rf "$d"' EXIT
 trap 'p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; rm -rf "$d"; exit 143' TERM HUP INT
-( while read -r _l; do :; done; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null ) <&3 &
-w=$!
+mkfifo "$d/q" || { echo "preflight: mkfifo failed" >&2; exit 97; }
+( while IFS= read -r l; do printf '%s\n' "$l"; done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) <&3 >"$d/q" &
+exec 4<"$d/q" 3<&-
 ulimit -f {fsize} 2>/dev/null
+printf '@@PF:{nonce}:E\n' >"$d/e1"; printf '@@PF:{nonce}:Z\n' >"$d/z1"
 if [ -n "${BASH_VERSION:-}" ] && [ -n "${EPOCHREALTIME:-}" ]; then
   now() { t=${EPOCHREALTIME/[.,]/}; }
 else
   now() { t=$(date +%s%6N 2>/dev/null); }
 fi
 pf() {
-  i=$1; now; s=$t
-  timeout -k {grace} "$2" sh -c "$3" >"$d/o" 2>"$d/e" </dev/null 3<&- &
+  [ -e "$d/gone" ] && exit 0  # the client went away between two probes: start nothing more
+  now; s=$t
+  timeout -k {grace} "$2" sh -c "$3" >"$d/o" 2>"$d/e" </dev/null 4<&- &
   echo $! >"$d/pid"
   wait $!
   rc=$?
   : >"$d/pid"
   now
-  set -- $(stat -c %s "$d/o" "$d/e" 2>/dev/null || { wc -c <"$d/o"; wc -c <"$d/e"; })
-  printf '\n@@PF:{nonce} %s %s %s %s %s %s\n' "$i" "$rc" "$s" "$t" "$1" "$2"
-  if [ "$1" -le {cap} ] && [ "$2" -le {cap} ]; then cat "$d/o" "$d/e"; else head -c {cap} "$d/o"; head -c {cap} "$d/e"; fi
+  printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$rc" "$s" "$t"
+  head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"
 }
+"""
+# After the first round: wait for the next one on the FIFO; EOF (client gone) ends the driver.
+_LOOP = r"""
+while :; do
+  printf '@@PF:{nonce}:R\n'
+  : >"$d/next"; go=
+  while IFS= read -r l <&4; do
+    case $l in "@@PF:{nonce}:GO") go=1; break ;; esac
+    printf '%s\n' "$l" >>"$d/next"
+  done
+  [ -n "$go" ] || exit 0
+  . "$d/next"
+done
 """
 
 
+def _pf_lines(probes: list[ProbeSpec]) -> str:
+    return "\n".join(f"pf {i} {int(max(1, p.timeout))} {shlex.quote(p.cmd)}" for i, p in enumerate(probes))
+
+
 def driver_script(probes: list[ProbeSpec], nonce: str, cap: int = DEFAULT_CAP) -> str:
-    """The POSIX sh text for one batch; every probe command is passed as one quoted argument."""
-    head = (_DRIVER.replace("{nonce}", nonce).replace("{cap}", str(cap))
+    """The POSIX sh text that starts a node's driver with its first round of probes."""
+    head = (_DRIVER.replace("{nonce}", nonce).replace("{cap1}", str(max(cap + 1, 64)))  # markers fit
             .replace("{grace}", str(KILL_GRACE_S)).replace("{fsize}", str(max(cap * 64 // 512, 2048))))
-    body = [f"pf {i} {int(max(1, p.timeout))} {shlex.quote(p.cmd)}" for i, p in enumerate(probes)]
-    return head + "\n".join(body) + "\nkill $w 2>/dev/null\n"
+    return head + _pf_lines(probes) + "\n" + _LOOP.replace("{nonce}", nonce)
+
+
+def round_script(probes: list[ProbeSpec], nonce: str) -> str:
+    """A further round for a running driver, written to its stdin."""
+    return _pf_lines(probes) + f"\n@@PF:{nonce}:GO\n"
 
 
 def remote_command(script: str) -> str:
@@ -87,17 +118,7 @@ def _int(value: bytes, default: int = 0) -> int:
         return default
 
 
-_HEADER = re.compile(rb"\n@@PF:(\S+) (\d+) (\d+) (\S*) (\S*) (\d+) (\d+)\n")
-
-
-def _find_header(buf: bytes, nonce: bytes):
-    """The first header carrying our nonce (one compiled pattern for every batch)."""
-    pos = 0
-    while (m := _HEADER.search(buf, pos)) is not None:
-        if m.group(1) == nonce:
-            return m
-        pos = m.start() + 1
-    return None
+_BEGIN = re.compile(rb"@@PF:(\S+?):B (\d+) (\d+) (\S*) (\S*)\n")
 
 
 class FrameParser:
@@ -106,37 +127,54 @@ class FrameParser:
     def __init__(self, nonce: str, probes: list[ProbeSpec], cap: int = DEFAULT_CAP):
         self.probes = probes
         self.cap = cap
-        self._nonce = nonce.encode()
+        n = nonce.encode()
+        self._nonce, self._sep, self._end = n, b"@@PF:" + n + b":E\n", b"@@PF:" + n + b":Z\n"
         self._buf = b""
-        self._pending: tuple | None = None
+        self._head: tuple | None = None  # (idx, rc, t0, t1) of the frame being read
+        self._out: bytes | None = None
+        self._from = 0  # where the next marker search starts (a 1 MiB stream arrives in many reads)
         self.noise = b""  # what the login shell printed outside frames (e.g. .bashrc chatter)
 
     def feed(self, data: bytes) -> Iterator[tuple[int, CommandOutput]]:
         self._buf += data
         while True:
-            if self._pending is None:
-                m = _find_header(self._buf, self._nonce)
-                if not m:
-                    keep = max(0, len(self._buf) - 256)  # a header may be split across reads
-                    self.noise = (self.noise + self._buf[:keep])[-4096:]
-                    self._buf = self._buf[keep:]
-                    return
-                self.noise = (self.noise + self._buf[: m.start()])[-4096:]
-                self._pending = m.groups()[1:]
-                self._buf = self._buf[m.end():]
-            idx, rc, t0, t1, olen, elen = self._pending
-            o, e = min(_int(olen), self.cap), min(_int(elen), self.cap)
-            if len(self._buf) < o + e:
+            if self._head is None and not self._begin():
                 return
-            out, err = self._buf[:o], self._buf[o: o + e]
-            self._buf = self._buf[o + e:]
-            self._pending = None
+            if self._out is None:
+                cut = self._find(self._sep)
+                if cut < 0:
+                    return
+                self._out, self._buf = self._buf[:cut], self._buf[cut + len(self._sep):]
+            cut = self._find(self._end)
+            if cut < 0:
+                return
+            err, self._buf = self._buf[:cut], self._buf[cut + len(self._end):]
+            (idx, rc, t0, t1), out = self._head, self._out
+            self._head = self._out = None
             i = _int(idx)
             if i < len(self.probes):
-                yield i, self._output(self.probes[i], _int(rc), t0, t1, out, err, _int(olen), _int(elen))
+                yield i, self._output(self.probes[i], _int(rc), t0, t1, out, err)
 
-    def _output(self, probe: ProbeSpec, rc: int, t0: bytes, t1: bytes, out: bytes, err: bytes,
-                olen: int, elen: int) -> CommandOutput:
+    def _find(self, marker: bytes) -> int:
+        cut = self._buf.find(marker, self._from)
+        self._from = 0 if cut >= 0 else max(0, len(self._buf) - len(marker))
+        return cut
+
+    def _begin(self) -> bool:
+        """Find the next begin line carrying our nonce; what precedes it is noise."""
+        pos = 0
+        while (m := _BEGIN.search(self._buf, pos)) is not None:
+            if m.group(1) == self._nonce:
+                self.noise = (self.noise + self._buf[: m.start()])[-4096:]
+                self._head, self._buf = m.groups()[1:], self._buf[m.end():]
+                return True
+            pos = m.start() + 1
+        keep = max(0, len(self._buf) - 256)  # a begin line may be split across reads
+        self.noise = (self.noise + self._buf[:keep])[-4096:]
+        self._buf = self._buf[keep:]
+        return False
+
+    def _output(self, probe: ProbeSpec, rc: int, t0: bytes, t1: bytes, out: bytes, err: bytes) -> CommandOutput:
         duration = max(0.0, (_int(t1) - _int(t0)) / 1e6) if t0.isdigit() and t1.isdigit() else 0.0
         timed_out = rc == 124 or (rc == 137 and duration >= probe.timeout - 0.5)
         error = None
@@ -145,12 +183,13 @@ class FrameParser:
         elif 128 < rc < 160:  # sh reports death by signal N as 128+N (ambiguous with `exit 13x`)
             error = f"killed by signal {rc - 128}"
         return CommandOutput(
-            stdout=_text(out, olen, self.cap), stderr=_text(err, elen, self.cap), rc=rc,
-            duration_s=duration, timed_out=timed_out, truncated=olen > self.cap or elen > self.cap,
+            stdout=_text(out, self.cap), stderr=_text(err, self.cap), rc=rc,
+            duration_s=duration, timed_out=timed_out, truncated=len(out) > self.cap or len(err) > self.cap,
             error=error, node_started_at=_int(t0) / 1e6 if t0.isdigit() else None, received_at=time.time())
 
 
-def _text(data: bytes, total: int, cap: int) -> str:
+def _text(data: bytes, cap: int) -> str:
     """Decode defensively: vendor tools and broken locales print anything."""
-    text = data.decode("utf-8", errors="replace")
-    return text + TRUNCATED_MARK.format(n=total) if total > cap else text
+    if len(data) > cap:  # the node sent cap+1 bytes: there was more
+        return data[:cap].decode("utf-8", errors="replace") + TRUNCATED_MARK.format(cap=cap)
+    return data.decode("utf-8", errors="replace")

@@ -1,4 +1,4 @@
-"""This host as a node (`preflight gate --local`, Slurm prologs): the same batch, run by /bin/sh."""
+"""This host as a node (`preflight gate --local`, Slurm prologs): the same driver, run by /bin/sh."""
 from __future__ import annotations
 
 import os
@@ -9,39 +9,47 @@ import threading
 from ..model import CommandOutput
 from ..node import Node
 from .batch import ProbeSpec
-from .stream import POLL_S, collect
+from .stream import POLL_S, Batcher
+
+
+class _PipeStream:
+    def __init__(self, script: str):
+        self.proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def send(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def read(self) -> bytes | None:
+        out = self.proc.stdout
+        ready, _, _ = select.select([out], [], [], POLL_S)
+        return os.read(out.fileno(), 65536) if ready else None
+
+    def close(self) -> None:
+        p = self.proc
+        try:
+            p.stdin.close()  # EOF: the driver's watcher kills what still runs, the driver exits
+        except OSError:
+            pass
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        p.stdout.close()
 
 
 class LocalSession:
     def __init__(self, node: Node):
         self.node = node
+        self.batcher = Batcher(_PipeStream)
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
-        proc: list[subprocess.Popen] = []
-
-        def start(script: str) -> None:
-            proc.append(subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
-
-        def read() -> bytes | None:
-            out = proc[0].stdout
-            ready, _, _ = select.select([out], [], [], POLL_S)
-            return os.read(out.fileno(), 65536) if ready else None
-
-        def stop() -> None:
-            p = proc[0]
-            p.stdin.close()  # EOF: the batch's watcher kills what still runs
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            p.stdout.close()
-
-        return collect(probes, start, read, stop, cancel)
+        return self.batcher.run(probes, cancel)
 
     def close(self) -> None:
-        pass
+        self.batcher.close()
 
 
 class LocalTransport:

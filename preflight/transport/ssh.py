@@ -20,7 +20,7 @@ from ..node import Node
 from . import ConnectError
 from .batch import ProbeSpec, remote_command
 from .hostkeys import HostKeyRejected, KnownHosts
-from .stream import POLL_S, collect
+from .stream import POLL_S, Batcher
 
 DEFAULT_KEY_FILES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 RETRY_DELAYS_S = (0.2, 0.6)  # connection-level failures only (refused, reset), never auth/host key
@@ -91,44 +91,52 @@ class KeyStore:
             return self._agent
 
 
-class SSHSession:
-    def __init__(self, transport: paramiko.Transport, node: Node, jump: "SSHSession | None" = None):
-        self.transport = transport
-        self.node = node
-        self.jump = jump
+class _ChannelStream:
+    """The driver's exec channel as a Stream (paramiko errors become OSError)."""
 
-    def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
-        chan: list[paramiko.Channel] = []
+    def __init__(self, transport: paramiko.Transport, node: Node, script: str):
+        try:
+            self.chan = transport.open_session(timeout=node.connect_timeout)
+            self.chan.settimeout(POLL_S)
+            self.chan.exec_command(remote_command(script))
+        except paramiko.SSHException as exc:
+            raise OSError(str(exc)) from None
 
-        def start(script: str) -> None:
-            c = self.transport.open_session(timeout=self.node.connect_timeout)
-            c.settimeout(POLL_S)
-            c.exec_command(remote_command(script))
-            chan.append(c)
+    def send(self, data: bytes) -> None:
+        try:
+            self.chan.sendall(data)
+        except (paramiko.SSHException, socket.timeout) as exc:
+            raise OSError(str(exc) or "send failed") from None
 
-        def read() -> bytes | None:
-            c = chan[0]
+    def read(self) -> bytes | None:
+        c = self.chan
+        try:
             while c.recv_stderr_ready():  # the login shell's own stderr: drain so the window never fills
                 c.recv_stderr(65536)
-            try:
-                data = c.recv(65536)
-            except socket.timeout:
-                return None
-            if data == b"" and c.recv_stderr_ready():
-                return None
-            return data
-
-        def stop() -> None:
-            if chan:
-                chan[0].close()  # stdin EOF on the node: the batch's watcher kills what still runs
-
-        try:
-            return collect(probes, start, read, stop, cancel)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            from . import unfinished
-            return unfinished(probes, {}, f"connection lost: {exc or type(exc).__name__}")
+            data = c.recv(65536)
+        except socket.timeout:
+            return None
+        except paramiko.SSHException as exc:
+            raise OSError(str(exc)) from None
+        if data == b"" and c.recv_stderr_ready():
+            return None
+        return data
 
     def close(self) -> None:
+        self.chan.close()
+
+
+class SSHSession:
+    def __init__(self, transport: paramiko.Transport, node: Node):
+        self.transport = transport
+        self.node = node
+        self.batcher = Batcher(lambda script: _ChannelStream(transport, node, script))
+
+    def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
+        return self.batcher.run(probes, cancel)
+
+    def close(self) -> None:
+        self.batcher.close()
         self.transport.close()
 
 

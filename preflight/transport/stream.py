@@ -1,45 +1,86 @@
-"""Run one framed batch over any byte stream and collect its outputs (shared by SSH and local)."""
+"""A node's driver over any byte stream (SSH channel, local pipe): start it once, feed it rounds.
+
+The first `run()` starts the driver with its probes; later ones send more probes to the same
+driver, so a node costs one exec (one login-shell start-up) for the whole run. A round that did not
+finish cleanly (hung, connection lost, cancelled) closes the stream: the node's watcher then kills
+what still runs, and a later round starts a fresh driver.
+"""
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
 from ..model import CommandOutput
 from . import unfinished
-from .batch import DEFAULT_CAP, FrameParser, ProbeSpec, driver_script, new_nonce
+from .batch import DEFAULT_CAP, FrameParser, ProbeSpec, driver_script, new_nonce, round_script
 
 POLL_S = 1.0  # how often a waiting reader looks at `cancel`; the runner also closes sessions at once
-IDLE_SLACK_S = 15.0
-CANCELLED = "cancelled (run deadline or interrupt)"  # beyond a probe's own timeout: the remote `timeout` should have fired by then
+IDLE_SLACK_S = 15.0  # beyond a probe's own timeout: the remote `timeout` should have fired by then
+CANCELLED = "cancelled (run deadline or interrupt)"
 
 
-def collect(probes: list[ProbeSpec], start: Callable[[str], None], read: Callable[[], bytes | None],
-            stop: Callable[[], None], cancel: threading.Event, cap: int = DEFAULT_CAP
-            ) -> dict[str, CommandOutput]:
-    """`start(script)` launches the driver, `read()` returns bytes, b"" at EOF, None when nothing is
-    there yet (after a short wait); `stop()` closes the stream, which makes the node kill the probes."""
-    nonce = new_nonce()
-    parser = FrameParser(nonce, probes, cap)
-    done: dict[str, CommandOutput] = {}
-    start(driver_script(probes, nonce, cap))
-    idle_limit = max((p.timeout for p in probes), default=1.0) + IDLE_SLACK_S
-    last = time.monotonic()
-    try:
+class Stream(Protocol):
+    def send(self, data: bytes) -> None: ...
+
+    def read(self) -> bytes | None:
+        """Bytes; b"" at EOF; None when nothing came within POLL_S."""
+
+    def close(self) -> None: ...
+
+
+class Batcher:
+    def __init__(self, open_stream: Callable[[str], Stream], cap: int = DEFAULT_CAP):
+        self._open = open_stream
+        self._stream: Stream | None = None
+        self._nonce = new_nonce()
+        self._lock = threading.Lock()
+        self.cap = cap
+
+    def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
+        if not probes:
+            return {}
+        with self._lock:
+            try:
+                if self._stream is None:
+                    self._stream = self._open(driver_script(probes, self._nonce, self.cap))
+                else:
+                    self._stream.send(round_script(probes, self._nonce).encode())
+                done, why = self._collect(self._stream, probes, cancel)
+            except (OSError, EOFError) as exc:
+                done, why = {}, f"connection lost: {exc or type(exc).__name__}"
+            if why:
+                self._close()
+                return unfinished(probes, done, why)
+            return done
+
+    def _collect(self, stream: Stream, probes: list[ProbeSpec], cancel: threading.Event):
+        parser = FrameParser(self._nonce, probes, self.cap)
+        done: dict[str, CommandOutput] = {}
+        idle_limit = max(p.timeout for p in probes) + IDLE_SLACK_S
+        last = time.monotonic()
         while len(done) < len(probes):
             if cancel.is_set():
-                return unfinished(probes, done, CANCELLED)
-            data = read()
+                return done, CANCELLED
+            data = stream.read()
             if data is None:
                 if time.monotonic() - last > idle_limit:
-                    return unfinished(probes, done, f"no output for {idle_limit:.0f}s (node hung)")
+                    return done, f"no output for {idle_limit:.0f}s (node hung)"
                 continue
             if data == b"":
-                why = CANCELLED if cancel.is_set() else "connection lost before the probe finished"
-                return unfinished(probes, done, why)
+                return done, CANCELLED if cancel.is_set() else "connection lost before the probe finished"
             last = time.monotonic()
             for i, out in parser.feed(data):
                 done[probes[i].key] = out
-        return done
-    finally:
-        stop()
+        return done, None
+
+    def _close(self) -> None:
+        if self._stream is not None:
+            try:
+                self._stream.close()  # stdin EOF on the node: its watcher kills what still runs
+            except (OSError, EOFError):
+                pass
+            self._stream = None
+
+    def close(self) -> None:
+        self._close()

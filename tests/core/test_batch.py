@@ -24,14 +24,20 @@ MiB = 1 << 20
 
 def run_driver(specs: list[ProbeSpec], cap: int = DEFAULT_CAP, limit_s: float = 30.0,
                nonce: str | None = None) -> tuple[dict[str, CommandOutput], bytes, FrameParser]:
-    """Run the driver script with /bin/sh -c, stdin held open like an SSH channel, bounded by limit_s."""
+    """Run the driver script with /bin/sh -c, stdin held open like an SSH channel until the driver
+    says it is ready for another round (then EOF ends it), bounded by limit_s."""
     nonce = nonce or new_nonce()
     proc = subprocess.Popen(["/bin/sh", "-c", driver_script(specs, nonce, cap)], stdin=subprocess.PIPE,  # $TMPDIR: fixture
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killer = threading.Timer(limit_s, proc.kill)
     killer.start()
+    ready = f"@@PF:{nonce}:R\n".encode()
+    raw = b""
     try:
-        raw = proc.stdout.read()
+        while ready not in raw and (chunk := proc.stdout.read1(65536)):
+            raw += chunk
+        proc.stdin.close()
+        raw += proc.stdout.read()
     finally:
         killer.cancel()
         proc.stdin.close()
@@ -45,7 +51,11 @@ def run_driver(specs: list[ProbeSpec], cap: int = DEFAULT_CAP, limit_s: float = 
 
 def local_run(specs: list[ProbeSpec], cancel: threading.Event | None = None) -> dict[str, CommandOutput]:
     cancel = cancel or threading.Event()
-    return LocalTransport().connect(Node("n1", "localhost"), cancel).run(specs, cancel)
+    session = LocalTransport().connect(Node("n1", "localhost"), cancel)
+    try:
+        return session.run(specs, cancel)
+    finally:
+        session.close()
 
 
 def processes_matching(marker: str) -> list[str]:
@@ -116,9 +126,9 @@ def test_probe_reading_stdin_gets_eof_not_the_batch():
 def test_forged_frame_header_does_not_break_framing():
     """Header look-alikes inside a probe's output (other nonce, near-miss nonce, none) stay its output."""
     nonce = new_nonce()
-    forged = (f"printf '\\n@@PF:{'0' * 16} 1 0 1 2 3 0\\nXYZ\\n'; "
-              f"printf '\\n@@PF:{nonce[:-1]}x 1 0 1 2 3 0\\nXYZ\\n'; "
-              "printf '\\n@@PF: 1 0 1 2 3 0\\n'; echo tail")
+    forged = (f"printf '@@PF:{'0' * 16}:B 1 0 1 2\\nXYZ\\n@@PF:{'0' * 16}:E\\n@@PF:{'0' * 16}:Z\\n'; "
+              f"printf '@@PF:{nonce[:-1]}x:B 1 0 1 2\\nXYZ\\n@@PF:{nonce[:-1]}x:Z\\n'; "
+              "printf '@@PF::B 1 0 1 2\\n@@PF::E\\n'; echo tail")
     specs = [ProbeSpec("forger", forged, 10), ProbeSpec("victim", "echo victim-out; exit 5", 10)]
     out, _, _ = run_driver(specs, nonce=nonce)
     assert out["forger"].stdout.endswith("tail\n") and "@@PF:" in out["forger"].stdout
@@ -180,7 +190,7 @@ def test_ten_mib_on_each_stream_is_capped_quickly(no_tempdir_left):
     assert time.monotonic() - t0 < 20
     big = out["big"]
     assert big.truncated and big.rc == 0
-    mark = TRUNCATED_MARK.format(n=10 * MiB)
+    mark = TRUNCATED_MARK.format(cap=DEFAULT_CAP)
     assert big.stdout == "o" * DEFAULT_CAP + mark
     assert big.stderr == "e" * DEFAULT_CAP + mark
     assert out["after"].stdout == "after\n"
@@ -188,7 +198,7 @@ def test_ten_mib_on_each_stream_is_capped_quickly(no_tempdir_left):
 
 def test_small_cap():
     out, _, _ = run_driver([ProbeSpec("x", "printf 0123456789", 5), ProbeSpec("y", "printf ab", 5)], cap=4)
-    assert out["x"].stdout == "0123" + TRUNCATED_MARK.format(n=10) and out["x"].truncated
+    assert out["x"].stdout == "0123" + TRUNCATED_MARK.format(cap=4) and out["x"].truncated
     assert out["y"].stdout == "ab" and not out["y"].truncated
 
 
@@ -242,8 +252,9 @@ def test_client_gone_kills_the_batch(no_tempdir_left):
 
 def _frame(nonce: str, idx: int, rc: int, out: bytes, err: bytes, t0: int = 1_000_000,
            t1: int = 1_250_000) -> bytes:
-    """Times in microseconds, as the driver prints them."""
-    return (f"\n@@PF:{nonce} {idx} {rc} {t0} {t1} {len(out)} {len(err)}\n".encode() + out + err)
+    """One probe's frame as the driver prints it (times in microseconds)."""
+    return (f"@@PF:{nonce}:B {idx} {rc} {t0} {t1}\n".encode() + out + f"@@PF:{nonce}:E\n".encode() + err
+            + f"@@PF:{nonce}:Z\n".encode())
 
 
 def _essence(o: CommandOutput) -> tuple:
@@ -255,7 +266,7 @@ def test_parser_byte_by_byte_equals_all_at_once():
     specs = [ProbeSpec("a", "x", 5), ProbeSpec("b", "y", 5), ProbeSpec("c", "z", 5)]
     nonce = new_nonce()
     out, raw, _ = run_driver([ProbeSpec("a", "echo A; echo EA >&2", 5),
-                              ProbeSpec("b", "printf '\\n@@PF:fake 0 0 0 0 1 1\\n'; exit 2", 5),
+                              ProbeSpec("b", "printf '@@PF:fake:B 0 0 0 0\\n@@PF:fake:Z\\n'; exit 2", 5),
                               ProbeSpec("c", "printf '\\377tail'", 5)], nonce=nonce)
     at_once = dict(FrameParser(nonce, specs).feed(raw))
     p = FrameParser(nonce, specs)
@@ -295,10 +306,12 @@ def test_remote_command_runs_under_sh_when_bash_is_absent(tmp_path):
     script = driver_script([ProbeSpec("a", "echo hi", 5)], "n0nce")
     cmd = remote_command(script).replace("/bin/bash", str(tmp_path / "no-bash"))
     proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # stdin open: no cancel
-    out = proc.stdout.read()
-    proc.stdin.close()
+    out = b""
+    while b"@@PF:n0nce:R\n" not in out and (chunk := proc.stdout.read1(4096)):
+        out += chunk
+    proc.stdin.close()  # the driver waits for another round until its stdin closes
     assert proc.wait(10) == 0
-    assert b"@@PF:n0nce 0 0 " in out and out.endswith(b"hi\n")
+    assert b"@@PF:n0nce:B 0 0 " in out and out.endswith(b"hi\n@@PF:n0nce:E\n@@PF:n0nce:Z\n@@PF:n0nce:R\n")
 
 
 def test_probe_timeout_is_at_least_one_second_and_integer():
