@@ -145,10 +145,11 @@ def create(host_bridge: str, device_bridge: str, control_cidr: str,
             f"addr add {control_cidr} dev {host_bridge}",
             f"link add {device_bridge} type bridge forward_delay 0",
             f"link set {device_bridge} up"]
-    for n in nodes:
+    macs = [(_mac(0, k), _mac(1, k)) for k in range(len(nodes))]
+    for n, (hmac, dmac) in zip(nodes, macs):
         root += [f"netns add {n['namespace']}",
-                 f"link add {n['veth_host']} type veth peer name {HOST_IFACE} netns {n['namespace']}",
-                 f"link add {n['veth_dev']} type veth peer name {DEVICE_IFACE} netns {n['namespace']}",
+                 f"link add {n['veth_host']} type veth peer name {HOST_IFACE} address {hmac} netns {n['namespace']}",
+                 f"link add {n['veth_dev']} type veth peer name {DEVICE_IFACE} address {dmac} netns {n['namespace']}",
                  f"link set {n['veth_host']} master {host_bridge} up",
                  f"link set {n['veth_dev']} master {device_bridge} up"]
     batch(root)
@@ -157,6 +158,7 @@ def create(host_bridge: str, device_bridge: str, control_cidr: str,
         lines = ["link set lo up", f"link set {HOST_IFACE} up", f"addr add {n['host_cidr']} dev {HOST_IFACE}",
                  f"link set {DEVICE_IFACE} up"]
         lines += [f"addr add {cidr} dev {DEVICE_IFACE}" for cidr in n["device_cidrs"]]
+        lines += _static_neighbours(n, nodes, macs)
         p = subprocess.Popen(["ip", "-n", n["namespace"], "-batch", "-"], stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         p.stdin.write("\n".join(lines) + "\n")  # type: ignore[union-attr]
@@ -175,6 +177,25 @@ def create(host_bridge: str, device_bridge: str, control_cidr: str,
             p.stderr.close()
     if errors:
         raise SimError("configuring node namespaces failed: " + "; ".join(errors[:3]))
+
+
+def _mac(net: int, k: int) -> str:
+    """Deterministic, locally administered: 02:50:46:<net>:<k high>:<k low>."""
+    return f"02:50:46:{net:02x}:{(k >> 8) & 255:02x}:{k & 255:02x}"
+
+
+def _static_neighbours(me: dict[str, Any], nodes: list[dict[str, Any]], macs: list[tuple[str, str]]) -> list[str]:
+    """Permanent ARP entries for every other node. Without them a mesh where 32+ namespaces ARP for
+    all their peers at once overflows the shared bridge's backlog on a 2-core machine and whole
+    pairs fail for a reason no real cluster has (each real node has its own NIC and CPU)."""
+    out = []
+    for n, (hmac, dmac) in zip(nodes, macs):
+        if n is me:
+            continue
+        out.append(f"neigh replace {n['host_cidr'].split('/')[0]} lladdr {hmac} dev {HOST_IFACE} nud permanent")
+        out += [f"neigh replace {c.split('/')[0]} lladdr {dmac} dev {DEVICE_IFACE} nud permanent"
+                for c in n["device_cidrs"]]
+    return out
 
 
 def destroy(namespaces: Iterable[str], links: Iterable[str]) -> None:
