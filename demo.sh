@@ -9,7 +9,8 @@ if [ "$(id -u)" -ne 0 ]; then echo "demo.sh: run as root (the simulated nodes ar
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends openssh-server openssh-client iproute2 iputils-ping iptables \
     procps python3 python3-venv python3-pip >/dev/null
-[ -x .venv/bin/preflight ] || { python3 -m venv .venv && .venv/bin/pip install -q .; }
+[ -x .venv/bin/pip ] || python3 -m venv .venv
+.venv/bin/pip install -q . && .venv/bin/pip install -q --no-deps --force-reinstall .  # this checkout, always
 pf=.venv/bin/preflight
 dir=$(mktemp -d /tmp/preflight-demo.XXXXXX)
 trap '"$pf" sim down --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
