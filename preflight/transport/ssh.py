@@ -48,6 +48,7 @@ class KeyStore:
         self._lock = threading.Lock()
         self._files: dict[str, list[_Key] | str] = {}
         self._agent: list[_Key] | None = None
+        self._agent_lock = threading.Lock()
 
     def for_node(self, node: Node) -> tuple[list[_Key], list[str]]:
         """Keys to offer and the problems met (an encrypted key without agent, say)."""
@@ -87,7 +88,7 @@ class KeyStore:
                     agent_keys = paramiko.Agent().get_keys() if os.environ.get("SSH_AUTH_SOCK") else ()
                 except paramiko.SSHException:
                     agent_keys = ()
-                self._agent = [_Key(f"agent key {k.get_name()}", k) for k in agent_keys]
+                self._agent = [_Key(f"agent key {k.get_name()}", _serialised(k, self._agent_lock)) for k in agent_keys]
             return self._agent
 
 
@@ -124,6 +125,19 @@ class _ChannelStream:
 
     def close(self) -> None:
         self.chan.close()
+
+
+def _serialised(key: paramiko.AgentKey, lock: threading.Lock) -> paramiko.AgentKey:
+    """paramiko talks to the agent over one socket with no locking: 64 threads signing at once
+    interleave their messages ("lost ssh-agent"). One signature at a time (~1 ms each)."""
+    sign = key.sign_ssh_data
+
+    def locked(*args, **kw):
+        with lock:
+            return sign(*args, **kw)
+
+    key.sign_ssh_data = locked  # type: ignore[method-assign]
+    return key
 
 
 class SSHSession:
