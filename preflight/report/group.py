@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import SEVERITY, Report, Result, Status
+from ..model import SEVERITY, Report, Status
 from ..nodeset import fold
 
 CLUSTER = "_cluster"
@@ -60,7 +60,3 @@ def by_node(report: Report) -> dict[str, dict[str, Status]]:
         if r.check not in row or SEVERITY[r.status] > SEVERITY[row[r.check]]:
             row[r.check] = r.status
     return matrix
-
-
-def worst_results(results: list[Result]) -> list[Result]:
-    return sorted(results, key=lambda r: -SEVERITY[r.status])
