@@ -48,7 +48,9 @@ def condensed(groups: list[Group]) -> list[Group]:
             i, head = first[g.check]
             nodes = out[i].nodes + g.nodes
             more = len(nodes) - len(head.nodes)
-            out[i] = Group(g.check, g.status, f"{head.summary} (alike on {more} more)", head.remediation, nodes)
+            where = fold(head.nodes)
+            out[i] = Group(g.check, g.status, f"{head.summary} (as on {where}; {more} more alike)",
+                           head.remediation, nodes)
     return out
 
 
