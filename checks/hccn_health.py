@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight import ascend
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, passed
+from preflight.checkapi import CommandOutput, Finding, Status, passed
+from preflight.model import worst
 from preflight.parsers import hccn
 
 ID = "hccn.health"
@@ -68,9 +69,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     run = ascend.read_hccn(outputs, QUERIES)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
-    per_dev = run.outputs["net_health"]
-    if not per_dev:
-        raise ParseError("hccn_tool -net_health -g: the device loop printed nothing", outputs["net_health"].stdout)
+    per_dev = ascend.loop_devices(run, outputs, "net_health", "-net_health -g")
     return Facts(None, None, {d: _device(o) for d, o in per_dev.items()}, run.chips)
 
 
@@ -92,7 +91,7 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     bad = {i: p for i, d in facts.devices.items() if (p := _problem(d))}
     if not bad:
         return [passed(f"{len(facts.devices)} devices: net health Success")]
-    status = Status.FAIL if any(s is Status.FAIL for s, _ in bad.values()) else Status.WARN
+    status = worst(s for s, _ in bad.values())
     ids = " ".join(str(i) for i in bad)
     only_init = status is Status.WARN
     fix = (f"Configure a detect IP for device(s) {ids}: `{node.hccn_tool} -i N -netdetect -s address "
@@ -100,7 +99,4 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
            f"Check link, IP and detect IP of device(s) {ids}: `for i in {ids}; do {node.hccn_tool} -i $i "
            f"-link -g; {node.hccn_tool} -i $i -ip -g; {node.hccn_tool} -i $i -netdetect -g; done`, "
            f"then fix the cable/switch port or set the detect IP with -netdetect -s address <ip>")
-    return [Finding(status, "; ".join(f"device {i} {m}" for i, (_, m) in bad.items()), {
-        "failed_devices": list(bad),
-        "devices": [ascend.device_ref(i, facts.chips, problem=m) for i, (_, m) in bad.items()],
-    }, remediation=fix)]
+    return [ascend.device_finding(status, {i: m for i, (_, m) in bad.items()}, facts.chips, fix)]

@@ -79,9 +79,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     conf = _conf(outputs.get(CONF_PROBE))
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
-    per_dev = run.outputs["ip"]
-    if not per_dev:
-        raise ParseError("hccn_tool -ip -g: the device loop printed nothing", outputs["ip"].stdout)
+    per_dev = ascend.loop_devices(run, outputs, "ip", "-ip -g")
     devices = {d: _device(o, (conf or {}).get(d, {})) for d, o in per_dev.items()}
     return Facts(None, None, devices, conf is not None, run.chips)
 
@@ -111,9 +109,7 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         where = f", matching {ascend.HCCN_CONF}" if facts.conf_present else ""
         return [passed(f"{len(facts.devices)} devices have an IP and netmask{where}", ips=ips)]
     ids = " ".join(str(i) for i in bad)
-    return [Finding(Status.FAIL, "; ".join(f"device {i} {m}" for i, m in bad.items()), {
-        "failed_devices": list(bad), "ips": ips,
-        "devices": [ascend.device_ref(i, facts.chips, problem=m) for i, m in bad.items()],
-    }, remediation=(f"Set the IP of device(s) {ids} with `{node.hccn_tool} -i N -ip -s address <ip> "
-                    f"netmask <mask>` and make {ascend.HCCN_CONF} agree (address_N=<ip>, "
-                    f"netmask_N=<mask>); check with `{node.hccn_tool} -i N -ip -g`"))]
+    return [ascend.device_finding(Status.FAIL, bad, facts.chips, ips=ips, remediation=(
+        f"Set the IP of device(s) {ids} with `{node.hccn_tool} -i N -ip -s address <ip> "
+        f"netmask <mask>` and make {ascend.HCCN_CONF} agree (address_N=<ip>, "
+        f"netmask_N=<mask>); check with `{node.hccn_tool} -i N -ip -g`"))]

@@ -21,7 +21,8 @@ from datetime import timedelta
 from typing import Mapping
 
 from preflight import ascend
-from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed
+from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed
+from preflight.model import worst
 from preflight.parsers import hccn
 
 ID = "hccn.link"
@@ -79,9 +80,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     run = ascend.read_hccn(outputs, QUERIES)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
-    links, stats = run.outputs["link"], run.outputs["link_stat"]
-    if not links:
-        raise ParseError("hccn_tool -link -g: the device loop printed nothing", outputs["link"].stdout)
+    links, stats = ascend.loop_devices(run, outputs, "link", "-link -g"), run.outputs["link_stat"]
     return Facts(None, None, {d: _device(o, stats.get(d)) for d, o in links.items()}, run.chips)
 
 
@@ -109,14 +108,9 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     bad = {i: p for i, d in facts.devices.items() if (p := _problems(d, params))}
     if not bad:
         return [passed(f"{len(facts.devices)} devices: RoCE link UP, no flapping", metrics=metrics)]
-    status = Status.FAIL if any(s is Status.FAIL for s, _ in bad.values()) else Status.WARN
-    summary = "; ".join(f"device {i} {msg}" for i, (_, msg) in bad.items())
     ids = " ".join(str(i) for i in bad)
-    return [Finding(status, summary, {
-        "failed_devices": list(bad),
-        "devices": [ascend.device_ref(i, facts.chips, problem=m) for i, (_, m) in bad.items()],
-        "metrics": metrics,
-    }, remediation=(f"Check the cable, optical module and switch port of device(s) {ids}: run "
-                    f"`for i in {ids}; do {node.hccn_tool} -i $i -link -g; {node.hccn_tool} -i $i "
-                    f"-link_stat -g; done` and reseat or replace the module/cable of the DOWN or "
-                    f"flapping port"))]
+    return [ascend.device_finding(worst(s for s, _ in bad.values()), {i: m for i, (_, m) in bad.items()},
+                                  facts.chips, metrics=metrics, remediation=(
+        f"Check the cable, optical module and switch port of device(s) {ids}: run "
+        f"`for i in {ids}; do {node.hccn_tool} -i $i -link -g; {node.hccn_tool} -i $i "
+        f"-link_stat -g; done` and reseat or replace the module/cable of the DOWN or flapping port"))]

@@ -86,9 +86,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     run = ascend.read_hccn(outputs, QUERIES)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
-    per_dev = run.outputs["optical"]
-    if not per_dev:
-        raise ParseError("hccn_tool -optical -g: the device loop printed nothing", outputs["optical"].stdout)
+    per_dev = ascend.loop_devices(run, outputs, "optical", "-optical -g")
     return Facts(None, None, _board_id(outputs.get(BOARD_PROBE)),
                  {d: _device(o) for d, o in per_dev.items()}, run.chips)
 

@@ -201,6 +201,25 @@ def device_ref(dev: int, chips: dict[int, tuple[int, int]], **extra) -> dict:
     return {"device": dev, "npu": npu, "chip": chip, **extra}
 
 
+def loop_devices(run: HccnRun, outputs, name: str, what: str) -> dict[int, CommandOutput]:
+    """The per-device outputs of one query; an empty loop is unreadable output, not a pass."""
+    per_dev = run.outputs[name]
+    if not per_dev:
+        raise ParseError(f"hccn_tool {what}: the device loop printed nothing", outputs[name].stdout)
+    return per_dev
+
+
+def device_finding(status: Status, problems: dict[int, str], chips: dict[int, tuple[int, int]],
+                   remediation: str, **details) -> Finding:
+    """The SPEC shape of a device-level fail/warn: `device N <problem>; ...` with failed_devices and
+    the npu and chip of each device in details."""
+    return Finding(status, "; ".join(f"device {i} {m}" for i, m in problems.items()), {
+        "failed_devices": list(problems),
+        "devices": [device_ref(i, chips, problem=m) for i, m in problems.items()],
+        **details,
+    }, remediation=remediation)
+
+
 def frame_findings(run: HccnRun, node: Node) -> list[Finding] | None:
     """The results every hccn.* check gives before looking at devices (skip, tool missing)."""
     if run.skip:

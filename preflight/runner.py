@@ -34,7 +34,6 @@ class Options:
     forks: int = 64
     deadline: float | None = None
     strict: bool = False
-    skip_on_node: Callable[[str, Node], str | None] | None = None  # (check id, node) -> reason
 
 
 @dataclass
@@ -229,10 +228,6 @@ class Runner:
         return "interrupted" if self.interrupted else "cut off by --deadline"
 
     def _blocked(self, run: NodeRun, info: CheckInfo) -> str | None:
-        if self.opts.skip_on_node:
-            reason = self.opts.skip_on_node(info.id, run.node)
-            if reason:
-                return reason
         for dep in info.requires:
             statuses = [r.status for r in run.results if r.check == dep]
             if statuses and worst(statuses) in (Status.FAIL, Status.ERROR):

@@ -7,9 +7,9 @@ HCCL ports). Busy is decided from npu.idle's facts (the npu-smi process table li
 gathered in the same batch as everything else, so the decision costs no extra round trip.
 
 How it hooks in: `SweepRunner` is the runner with three small overrides: node checks on a busy
-node are skipped through the runner's `_blocked` hook (the same path `Options.skip_on_node`
-takes), npu.idle's finding becomes a skip that keeps the process list, and cluster checks that
-are disruptive see the busy nodes removed from their context (each gets a per-node skip).
+node are skipped through the runner's `_blocked` hook (where REQUIRES blocking lives), npu.idle's
+finding becomes a skip that keeps the process list, and cluster checks that are disruptive see
+the busy nodes removed from their context (each gets a per-node skip).
 """
 from __future__ import annotations
 

@@ -55,22 +55,17 @@ def spawn(argv: Sequence[str], log: str | os.PathLike[str] | None = None,
 
 def stop(recs: Sequence[dict[str, Any]], timeout: float = 3.0) -> list[dict[str, Any]]:
     """SIGTERM, wait up to timeout, SIGKILL, wait again. Returns the records still alive (none, normally)."""
-    live = [r for r in recs if alive(r)]
+    live = _signal_and_wait([r for r in recs if alive(r)], signal.SIGTERM, timeout)
+    return _signal_and_wait(live, signal.SIGKILL, 2.0)
+
+
+def _signal_and_wait(live: list[dict[str, Any]], sig: int, timeout: float) -> list[dict[str, Any]]:
     for r in live:
         try:
-            os.kill(r["pid"], signal.SIGTERM)
+            os.kill(r["pid"], sig)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout
-    while live and time.monotonic() < deadline:
-        time.sleep(0.02)
-        live = [r for r in live if alive(r)]
-    for r in live:
-        try:
-            os.kill(r["pid"], signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 2.0
     while live and time.monotonic() < deadline:
         time.sleep(0.02)
         live = [r for r in live if alive(r)]
