@@ -28,7 +28,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CLUSTER_CHECKS = "net.ping_mesh,hccn.ping_mesh,env.consistency,sw.consistency,storage.consistency,smoke.allreduce,plan.parallel"
+
+
+def cluster_checks() -> str:
+    """Every cluster-scope check (from the registry): the node-scope sweep skips them."""
+    from preflight.registry import discover
+    return ",".join(c.id for c in discover().values() if c.scope == "cluster")
+
+
+CLUSTER_CHECKS = cluster_checks()
 
 
 def timed(cmd: list[str], env: dict | None = None) -> dict:

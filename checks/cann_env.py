@@ -32,10 +32,11 @@ from typing import Mapping
 
 from preflight import launchenv
 from preflight.checkapi import CommandOutput, Finding, ParseError, Status, first_line, passed, q, require_ok
-from preflight.parsers import versions
+from preflight.ascend import versions
 
 ID = "cann.env"
 SCOPE = "node"
+GATE = True
 DEFAULTS: dict = {}
 SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")
 TOOLKIT_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")

@@ -40,6 +40,7 @@ from preflight.net.iproute import Interface, Route
 
 ID = "env.comm"
 SCOPE = "node"
+GATE = True
 DEFAULTS: dict = {
     "warn_implicit_nic": True,  # warn when HCCL would pick a NIC by name order on a multi-NIC host
     "buffsize_max_mb": 65536,  # HCCL_BUFFSIZE above this is almost surely bytes, not MB

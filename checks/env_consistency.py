@@ -32,14 +32,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, ParseError, Status
 from preflight.model import worst
 from preflight.net.blame import consensus
-from preflight.parsers import hccn
+from preflight.ascend import hccn
 
 ID = "env.consistency"
 SCOPE = "cluster"
+PRIVILEGE = "root"  # hccn_tool -tls / -fec
 USES = ("env.comm", "hccn.ip")
 DEFAULTS: dict = {"clock_warn_s": 1.0, "clock_fail_s": 30.0}
 CLOCK_PROBE = "clock"

@@ -18,13 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, Finding, Status, passed
 from preflight.model import worst
-from preflight.parsers import hccn
+from preflight.ascend import hccn
 
 ID = "hccn.health"
 SCOPE = "node"
+PRIVILEGE = "root"  # hccn_tool
 DEFAULTS: dict = {}
 QUERIES = {"net_health": "-net_health -g"}
 # Status prefix -> verdict (DRV g_net_health_status; MC counts Success and Init as normal).

@@ -18,12 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, Finding, ParseError, Status, passed
-from preflight.parsers import hccn
+from preflight.ascend import hccn
 
 ID = "hccn.ip"
 SCOPE = "node"
+GATE = True
+PRIVILEGE = "root"  # hccn_tool
 DEFAULTS: dict = {}
 QUERIES = {"ip": "-ip -g"}
 CONF_PROBE = "hccn_conf"

@@ -20,13 +20,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Mapping
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed
 from preflight.model import worst
-from preflight.parsers import hccn
+from preflight.ascend import hccn
 
 ID = "hccn.link"
 SCOPE = "node"
+GATE = True
+TREND_METRIC = ("link_up_count", True)
+PRIVILEGE = "root"  # hccn_tool
 DEFAULTS = {"max_link_up_count": 1, "flap_window_hours": 24}
 QUERIES = {"link": "-link -g", "link_stat": "-link_stat -g"}
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed, skipped
-from preflight.parsers import hccn, npu_smi
+from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
 SCOPE = "node"
+TREND_METRIC = ("optical_rx_power", False)
+PRIVILEGE = "root"  # hccn_tool
 DEFAULTS = {"pod_board_ids": ["0x30", "0x31", "0x32", "0x34"]}
 QUERIES = {"optical": "-optical -g"}
 BOARD_PROBE = "board"

@@ -26,17 +26,21 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Status, passed, q
 from preflight.model import worst
 from preflight.net import ping
 from preflight.net.blame import blame_pairs
-from preflight.parsers import hccn
+from preflight.ascend import hccn
 
 from .net_ping_mesh import pairs as spread_pairs
 
 ID = "hccn.ping_mesh"
 SCOPE = "cluster"
+DISRUPTIVE = True
+TREND_METRIC = ("ping_loss", True)  # the device mesh reports loss per pair, not RTT
+PRIVILEGE = "root"  # hccn_tool
+COST = "network"
 USES = ("hccn.ip", "hccn.link")  # hccn.link: devices already known DOWN are left out (one cause, one red line)
 DEFAULTS: dict = {
     "pkt": 3,

@@ -31,6 +31,8 @@ from preflight.net.blame import blame_pairs
 
 ID = "net.ping_mesh"
 SCOPE = "cluster"
+TREND_METRIC = ("ping_rtt", True)
+COST = "network"
 USES = ("env.comm",)
 DEFAULTS: dict = {
     "count": 3,  # echo requests per pair

@@ -33,6 +33,9 @@ from . import env_comm
 
 ID = "net.ports"
 SCOPE = "node"
+GATE = True
+ON_BUSY = "skip"
+BUSY_REASON = "its ports are in use by the job"
 DEFAULTS: dict = {
     "extra_ports": [],  # ints or "lo-hi" strings, checked on every node
     "hccl_ports": 16,  # HCCL_IF_BASE_PORT occupies 16 ports (ENV.md)

@@ -23,13 +23,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, Finding, Status, passed, require_ok
 from preflight.model import worst
-from preflight.parsers import npu_smi
+from preflight.ascend import npu_smi
 
 ID = "npu.health"
 SCOPE = "node"
+GATE = True
+PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
 DEFAULTS: dict = {}
 PROBE = ascend.NPU_SMI_PROBE
 # Health column / Health Status value -> verdict (HIASCEND npusmi_027/028). Anything else fails.

@@ -19,12 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed, skipped
-from preflight.parsers import npu_smi
+from preflight.ascend import npu_smi
 
 ID = "npu.idle"
 SCOPE = "node"
+GATE = True
+ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
+PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
 DEFAULTS = {"max_hbm_used_pct": 10.0}
 PROBE = ascend.NPU_SMI_PROBE
 
@@ -47,6 +50,12 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
         return Facts(f"npu-smi info gave no device table ({why}); see npu.health")
     table = npu_smi.parse_info(out.stdout)
     return Facts(None, table.chips, table.processes)
+
+
+def busy(facts: Facts) -> bool:
+    """A job is running here: the process table was read and lists at least one process
+    (`run --sweep` then reports the node busy instead of failing it)."""
+    return isinstance(facts, Facts) and not facts.unavailable and bool(facts.processes)
 
 
 def _hbm_pct(chip: npu_smi.Chip) -> float | None:

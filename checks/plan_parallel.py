@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from preflight import launchenv
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, Status, passed, skipped
 from preflight.model import worst
-from preflight.parallel import Layout, Model, RuleResult, check_layout, visible_devices
+from preflight.plan.layout import Layout, Model, RuleResult, check_layout, visible_devices
 
 ID = "plan.parallel"
 SCOPE = "cluster"

@@ -57,6 +57,9 @@ from preflight.smoke import worker_source
 
 ID = "smoke.allreduce"
 SCOPE = "cluster"
+DISRUPTIVE = True
+TREND_METRIC = ("busbw", False)
+COST = "heavy"
 PLAN_ROUNDS = 2  # round 2: the ends of failing pairs re-paired with known-good nodes
 USES = ("env.comm", "net.ports")
 DEFAULTS: dict[str, Any] = {

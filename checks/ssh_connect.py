@@ -16,5 +16,6 @@ from __future__ import annotations
 
 ID = "ssh.connect"
 SCOPE = "node"
+GATE = True
 DEFAULTS: dict = {}
 # The runner produces this check's results from the connection attempt; it sends no probe.

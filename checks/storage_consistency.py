@@ -31,6 +31,9 @@ from preflight.net.blame import consensus
 
 ID = "storage.consistency"
 SCOPE = "cluster"
+DISRUPTIVE = True
+COST = "heavy"
+NODE_PARAMS = ("timeout_s",)  # a slow mount on one node may need longer
 DEFAULTS: dict[str, Any] = {
     "max_depth": 4,
     "max_files": 1000,

@@ -29,6 +29,7 @@ from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Probe
 
 ID = "storage.disk"
 SCOPE = "node"
+TREND_METRIC = ("free_space", False)
 DEFAULTS: dict[str, Any] = {
     "min_free_gib": 50,          # checkpoint path
     "min_free_pct": 10,

@@ -22,6 +22,22 @@ Cluster scope (runs once, over every reachable node)::
     def plan(ctx) -> {node: {name: cmd | Probe}}                       # optional: targeted probes
     def evaluate(ctx) -> [Finding]         # summary Finding has node=None; blamed nodes named
 
+Policy (module attributes; the core reads them through the registry, never a list of ids)::
+
+    GATE = True                 # in `preflight gate`'s fast default set         (default False)
+    DISRUPTIVE = True           # disturbs a running job (traffic, device load, full hashing):
+                                #   `run --sweep` leaves busy nodes out of it     (default False)
+    ON_BUSY = "skip"            # a node check on a busy node in `--sweep`: "run" as usual,
+                                #   "skip" with BUSY_REASON, or "report": the check that decides
+                                #   busy (defines `busy(facts) -> bool`) says busy instead of failing
+    BUSY_REASON = "its ports are in use by the job"   # with ON_BUSY = "skip"
+    TREND_METRIC = ("ping_rtt", True)   # `preflight trend --check ID` default: metric, rising is bad
+    PRIVILEGE = "root"          # what its probes need on the node: "user" (default) or "root"
+    COST = "network"            # "light" (default: reads the node's own state), "network"
+                                #   (traffic between nodes), "heavy" (loads devices, reads data sets)
+    NODE_PARAMS = ("targets",)  # cluster checks: parameters a node's own `checks:` may set; any
+                                #   other per-node parameter of a cluster check is refused at load
+
 Probe commands are shell text run by `sh -c` on the node under a remote `timeout`; every value that
 came from the inventory or a node goes in through `q()` (shlex.quote). Identical commands from
 several checks run once. Outputs arrive as `CommandOutput` (rc is data, never an exception).
@@ -33,6 +49,18 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .model import CommandOutput, Metric, Status
+
+# The policy attributes, their defaults and the values each may take (None: any value of that type).
+POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
+    "GATE": (False, (True, False)),
+    "DISRUPTIVE": (False, (True, False)),
+    "ON_BUSY": ("run", ("run", "skip", "report")),
+    "BUSY_REASON": ("", None),
+    "TREND_METRIC": (None, None),
+    "PRIVILEGE": ("user", ("user", "root")),
+    "COST": ("light", ("light", "network", "heavy")),
+    "NODE_PARAMS": ((), None),
+}
 
 __all__ = [
     "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Status",

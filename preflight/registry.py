@@ -1,4 +1,10 @@
-"""Find the checks (every module of `preflight.checks` with an ID) and select them by id or prefix."""
+"""Find the checks (every module of `preflight.checks` with an ID), read their policy, and select
+them by id, prefix or policy.
+
+Everything the core knows about a check comes from the module itself (checkapi's contract and its
+POLICY attributes): the gate's fast set, what the sweep does on a busy node, the default trend
+metric, the privilege and cost of its probes. Selection is derived from the checks, never listed
+beside them, so a new check module needs no edit anywhere else."""
 from __future__ import annotations
 
 import importlib
@@ -19,6 +25,28 @@ class CheckInfo:
     requires: tuple[str, ...]
     uses: tuple[str, ...]
     defaults: dict[str, Any]
+    gate: bool = False
+    disruptive: bool = False
+    on_busy: str = "run"
+    busy_reason: str = ""
+    trend_metric: tuple[str, bool] | None = None
+    privilege: str = "user"
+    cost: str = "light"
+    node_params: tuple[str, ...] = ()
+
+    def policy_text(self) -> str:
+        """The policy as `preflight explain` prints it: one line a person can act on."""
+        parts = [f"privilege: {self.privilege}", f"cost: {self.cost}"]
+        if self.gate:
+            parts.append("in the gate's fast set")
+        if self.disruptive:
+            parts.append("disruptive (--sweep leaves busy nodes out)")
+        if self.on_busy != "run":
+            parts.append({"skip": f"skipped on a busy node in --sweep ({self.busy_reason})",
+                          "report": "decides whether a node is busy (--sweep)"}[self.on_busy])
+        if self.trend_metric:
+            parts.append(f"trend metric: {self.trend_metric[0]}")
+        return "\nPolicy: " + "; ".join(parts) + "\n"
 
     @property
     def doc(self) -> str:
@@ -42,6 +70,33 @@ def module_name(check_id: str) -> str:
     return check_id.replace(".", "_", 1)
 
 
+class ContractError(TypeError):
+    """A check module breaks checkapi's contract (a bug in that module, found at discovery)."""
+
+
+def policy(module: ModuleType) -> dict[str, Any]:
+    """The module's POLICY attributes (checkapi.POLICY), defaults filled in, values validated."""
+    from .checkapi import POLICY
+
+    out: dict[str, Any] = {}
+    for name, (default, allowed) in POLICY.items():
+        value = getattr(module, name, default)
+        if allowed is not None and value not in allowed:
+            raise ContractError(f"{module.__name__}: {name} = {value!r}; expected one of {allowed!r}")
+        out[name.lower()] = value
+    if out["trend_metric"] is not None:
+        metric = tuple(out["trend_metric"])
+        if len(metric) != 2 or not isinstance(metric[0], str) or not isinstance(metric[1], bool):
+            raise ContractError(f"{module.__name__}: TREND_METRIC must be (metric name, rising is bad)")
+        out["trend_metric"] = metric
+    out["node_params"] = tuple(out["node_params"])
+    if out["on_busy"] == "skip" and not out["busy_reason"]:
+        raise ContractError(f"{module.__name__}: ON_BUSY = 'skip' needs a BUSY_REASON")
+    if out["on_busy"] == "report" and not callable(getattr(module, "busy", None)):
+        raise ContractError(f"{module.__name__}: ON_BUSY = 'report' needs a busy(facts) function")
+    return out
+
+
 @lru_cache(maxsize=1)
 def discover() -> dict[str, CheckInfo]:
     """All checks, ssh.connect first, then node checks, then cluster checks, each by id."""
@@ -54,7 +109,7 @@ def discover() -> dict[str, CheckInfo]:
             continue
         found.append(CheckInfo(id=m.ID, scope=getattr(m, "SCOPE", "node"), module=m,
                                requires=tuple(getattr(m, "REQUIRES", ())), uses=tuple(getattr(m, "USES", ())),
-                               defaults=dict(getattr(m, "DEFAULTS", {}))))
+                               defaults=dict(getattr(m, "DEFAULTS", {})), **policy(m)))
     found.sort(key=lambda c: (c.id != CONNECT_ID, c.scope != "node", c.id))
     return {c.id: c for c in found}
 
@@ -63,9 +118,11 @@ class SelectionError(ValueError):
     pass
 
 
-def check_parameters(params_by_check: dict[str, dict[str, Any]], where: str) -> None:
+def check_parameters(params_by_check: dict[str, dict[str, Any]], where: str, per_node: bool = False) -> None:
     """Refuse an unknown check id or parameter in the inventory's `checks:` (a typo would
-    otherwise silently leave the default threshold in force)."""
+    otherwise silently leave the default threshold in force). With `per_node` (a node's own
+    `checks:`), a cluster check's parameter must be one of its NODE_PARAMS: the others are read
+    once for the whole cluster, and accepting them on one node would ignore them silently."""
     import difflib
 
     every = discover()
@@ -73,7 +130,12 @@ def check_parameters(params_by_check: dict[str, dict[str, Any]], where: str) -> 
         if cid not in every:
             close = difflib.get_close_matches(cid, list(every), n=1)
             raise SelectionError(f"{where}: checks: unknown check {cid!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        info = every[cid]
         for key in params:
+            if per_node and info.scope == "cluster" and key in info.defaults and key not in info.node_params:
+                allowed = f" (per node it takes only: {', '.join(info.node_params)})" if info.node_params else ""
+                raise SelectionError(f"{where}: checks: {cid}: {key!r} applies to the whole cluster; set it in "
+                                     f"the top-level `checks:`, not for one node{allowed}")
             if key not in every[cid].defaults:
                 known = sorted(every[cid].defaults)
                 close = difflib.get_close_matches(key, known, n=1)
@@ -81,7 +143,8 @@ def check_parameters(params_by_check: dict[str, dict[str, Any]], where: str) -> 
                 raise SelectionError(f"{where}: checks: {cid}: unknown parameter {key!r} ({hint})")
 
 
-def _matches(check_id: str, pattern: str) -> bool:
+def matches(check_id: str, pattern: str) -> bool:
+    """`hccn` and `hccn.` match every hccn.*; an id matches itself."""
     return check_id == pattern or check_id.startswith(pattern.rstrip(".") + ".")
 
 
@@ -89,10 +152,10 @@ def select(checks: list[str] | None, skip: list[str] | None) -> tuple[list[str],
     """(reported ids, ids whose probes run). `hccn` selects every hccn.*; USES pull facts in."""
     every = discover()
     for pattern in (checks or []) + (skip or []):
-        if not any(_matches(c, pattern) for c in every):
+        if not any(matches(c, pattern) for c in every):
             raise SelectionError(f"no check matches {pattern!r} (see: preflight list-checks)")
-    chosen = [c for c in every if not checks or any(_matches(c, p) for p in checks)]
-    chosen = [c for c in chosen if not any(_matches(c, p) for p in (skip or []))]
+    chosen = [c for c in every if not checks or any(matches(c, p) for p in checks)]
+    chosen = [c for c in chosen if not any(matches(c, p) for p in (skip or []))]
     if CONNECT_ID not in chosen:
         chosen.insert(0, CONNECT_ID)  # reachability is always reported: it explains every skip
     active = list(chosen)
@@ -104,3 +167,13 @@ def select(checks: list[str] | None, skip: list[str] | None) -> tuple[list[str],
                 stack.append(dep)
     order = list(every)
     return sorted(chosen, key=order.index), sorted(active, key=order.index)
+
+
+def gate_set() -> list[str]:
+    """The gate's fast default set: every check that declares GATE, in discovery order."""
+    return [c.id for c in discover().values() if c.gate]
+
+
+def busy_deciders() -> list[CheckInfo]:
+    """Checks whose facts say whether a node is busy (ON_BUSY = "report", with busy(facts))."""
+    return [c for c in discover().values() if c.on_busy == "report"]

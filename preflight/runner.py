@@ -88,7 +88,8 @@ class Runner:
         self.reported, self.active = select(self.opts.checks, self.opts.skip)
         check_parameters(inventory.checks, inventory.path)
         for n in inventory.nodes:
-            check_parameters(n.params, f"{inventory.path}:{n.source_line or '?'} (node {n.name})")
+            check_parameters(_below_top(n, inventory), f"{inventory.path}:{n.source_line or '?'} (node {n.name})",
+                             per_node=True)
         self.runs = {n.name: NodeRun(n) for n in inventory.nodes}
         self.cluster_results: list[Result] = []
         self.interrupted = False
@@ -379,6 +380,14 @@ HOST_KEY_WORDS = {"strict": "host key verified", "accept-new": "host key verifie
 def _connected(node: Node) -> str:
     """Identical on every healthy node, so the checklist folds them into one line."""
     return f"connected as {node.user or 'the current user'}; {HOST_KEY_WORDS.get(node.host_key_policy, '')}"
+
+
+def _below_top(node: Node, inv: Inventory) -> dict[str, dict[str, Any]]:
+    """The node's check parameters that did not come from the top-level `checks:` (set in
+    defaults, a group or the node itself): for a cluster check those would be ignored."""
+    unset = object()
+    return {cid: {k: v for k, v in params.items() if inv.checks.get(cid, {}).get(k, unset) != v}
+            for cid, params in node.params.items()}
 
 
 def _requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:

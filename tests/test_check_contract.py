@@ -123,3 +123,63 @@ def test_has_a_passing_and_a_failing_case(cid):
     text = "\n".join(f.read_text() for f in files)
     assert re.search(r"Status\.PASS|[\"']pass[\"']", text), f"{cid}: no test asserts a passing outcome"
     assert re.search(r"Status\.FAIL|[\"']fail[\"']", text), f"{cid}: no test asserts a failing outcome"
+
+
+# ---------------------------------------------------------------- policy (checkapi.POLICY)
+
+@pytest.mark.parametrize("cid", IDS)
+def test_policy_is_declared_with_known_values(cid):
+    """Whatever the core needs to know about a check is an attribute of the module itself."""
+    import types
+
+    from preflight.checkapi import POLICY
+    from preflight.registry import policy
+
+    info = ALL[cid]
+    declared = policy(info.module)  # raises ContractError on a value outside checkapi.POLICY
+    assert set(declared) == {k.lower() for k in POLICY}
+    for name in POLICY:
+        assert getattr(info, name.lower()) == declared[name.lower()], f"{cid}: registry lost {name}"
+    if info.scope == "node":
+        assert not info.node_params, f"{cid}: NODE_PARAMS is for cluster checks (a node check's parameters are per node)"
+    assert set(info.node_params) <= set(info.defaults), f"{cid}: NODE_PARAMS names parameters it does not have"
+    if info.gate:
+        assert info.scope == "node" and info.cost == "light", f"{cid}: the gate's fast set is light node checks"
+    if info.disruptive or info.cost != "light":
+        assert not info.gate, f"{cid}: a disruptive or costly check cannot be in the gate's fast set"
+    if info.trend_metric:
+        metric = info.trend_metric[0]
+        source = "\n".join(line for line in Path(info.module.__file__).read_text().splitlines()
+                           if not line.startswith("TREND_METRIC"))
+        assert f'"{metric}"' in source, f"{cid}: TREND_METRIC {metric!r} is never emitted"
+
+
+def test_a_bad_policy_value_is_refused_at_discovery():
+    import types
+
+    from preflight.registry import ContractError, policy
+
+    for attrs in ({"ON_BUSY": "sometimes"}, {"PRIVILEGE": "admin"}, {"COST": "cheap"},
+                  {"ON_BUSY": "skip"}, {"ON_BUSY": "report"}, {"TREND_METRIC": ("rtt",)}):
+        with pytest.raises(ContractError):
+            policy(types.SimpleNamespace(__name__="checks.fake", **attrs))
+
+
+def test_the_core_names_no_check_but_ssh_connect():
+    """No list of check ids in the core: gate membership, busy-node rules, trend metrics and the
+    like come from the checks' policy. (ssh.connect is the runner's own: it reports the connection.)"""
+    import ast
+
+    from preflight.registry import CONNECT_ID
+
+    core = ROOT / "preflight"
+    offenders = []
+    for path in sorted(core.rglob("*.py")):
+        rel = path.relative_to(core)
+        if rel.parts[0] in ("checks", "sim"):  # the checks themselves; the simulator's own node state
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ALL:
+                if node.value != CONNECT_ID or rel.as_posix() != "registry.py":
+                    offenders.append(f"preflight/{rel}:{node.lineno}: {node.value!r}")
+    assert not offenders, "check ids in core code (make it a policy attribute):\n" + "\n".join(offenders)

@@ -141,8 +141,8 @@ def families(report: Report, busy: Iterable[str] = ()) -> _Families:
 
 
 def busy_nodes(report: Report) -> list[str]:
-    """Nodes a sweep reported busy (npu.idle skipped with details.busy)."""
-    return sorted({r.node for r in report.results if r.check == "npu.idle" and r.node and r.details.get("busy")})
+    """Nodes a sweep reported busy (the busy-deciding check skipped with details.busy)."""
+    return sorted({r.node for r in report.results if r.node and r.details.get("busy")})
 
 
 def render(report: Report) -> str:

@@ -19,7 +19,7 @@ def smi(name: str = A2) -> CommandOutput:
 
 
 def loop(per_dev: dict[int, tuple[str, int] | str]) -> CommandOutput:
-    """The output shape of preflight.ascend.hccn_loop for the given per-device texts."""
+    """The output shape of preflight.ascend.probes.hccn_loop for the given per-device texts."""
     parts = []
     for dev, val in per_dev.items():
         text, rc = (val, 0) if isinstance(val, str) else val

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from checks import cann_env as check
+from preflight.checks import cann_env as check
 from preflight.checkapi import CommandOutput, Status
 from tests.checks.ascend_helpers import node
 from tests.support import fixture_body

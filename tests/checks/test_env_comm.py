@@ -2,7 +2,7 @@
 launch environments built as `env -0` prints them."""
 import pytest
 
-from checks import env_comm as C
+from preflight.checks import env_comm as C
 from preflight.checkapi import CommandOutput, Status
 from preflight.node import Node
 from tests.net.test_helpers import IP_JSON, IP_TEXT

@@ -1,9 +1,9 @@
 """env.consistency: variables, master, addresses, device IPs, TLS/FEC (on the vendor samples), clocks."""
 import pytest
 
-from checks import env_comm, env_consistency as E
-from checks.hccn_ip import DeviceIp, Facts as IpFacts
-from preflight import ascend
+from preflight.checks import env_comm, env_consistency as E
+from preflight.checks.hccn_ip import DeviceIp, Facts as IpFacts
+from preflight.ascend import probes as ascend
 from preflight.checkapi import ClusterContext, CommandOutput, ParseError, Status
 from preflight.net import iproute
 from preflight.node import Node

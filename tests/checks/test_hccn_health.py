@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks import hccn_health as check
+from preflight.checks import hccn_health as check
 from preflight.checkapi import Status
 from tests.checks.ascend_helpers import MISSING, P310, loop, node, same, smi
 from tests.support import fixture_body

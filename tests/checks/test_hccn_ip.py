@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from checks import hccn_ip as check
+from preflight.checks import hccn_ip as check
 from preflight.checkapi import CommandOutput, Status
 from tests.checks.ascend_helpers import A3, MISSING, P310, loop, node, smi
 from tests.support import fixture_body

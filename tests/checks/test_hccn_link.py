@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks import hccn_link as check
+from preflight.checks import hccn_link as check
 from preflight.checkapi import ParseError, Probe, Status
 from tests.checks.ascend_helpers import A3, MISSING, P310, loop, node, same, smi
 from tests.support import fixture_body, fixture_names

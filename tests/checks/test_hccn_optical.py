@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from checks import hccn_optical as check
+from preflight.checks import hccn_optical as check
 from preflight.checkapi import CommandOutput, Status
 from tests.checks.ascend_helpers import MISSING, P310, loop, node, same, smi
 from tests.support import fixture_body

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from checks import hccn_ping_mesh as H
-from checks.hccn_ip import DeviceIp, Facts as IpFacts
+from preflight.checks import hccn_ping_mesh as H
+from preflight.checks.hccn_ip import DeviceIp, Facts as IpFacts
 from preflight.checkapi import ClusterContext, CommandOutput, Status
 from preflight.node import Node
 
@@ -159,7 +159,7 @@ def test_script_missing_tool(tmp_path):
 
 
 def test_devices_hccn_link_saw_down_are_left_out_not_blamed_twice():
-    from checks.hccn_link import DeviceLink, Facts as LinkFacts
+    from preflight.checks.hccn_link import DeviceLink, Facts as LinkFacts
 
     ctx = ctx_for(3, 2)
     ctx.facts["node02"]["hccn.link"] = LinkFacts(None, None, {0: DeviceLink("UP"), 1: DeviceLink("DOWN")})

@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from checks import env_comm, net_ping_mesh as M
+from preflight.checks import env_comm, net_ping_mesh as M
 from preflight.checkapi import ClusterContext, CommandOutput, Status
 from preflight.net import ping
 from preflight.node import Node

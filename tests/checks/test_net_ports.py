@@ -1,7 +1,7 @@
 """net.ports on `ss -ltnp` and /proc/net/tcp texts captured on the test machine (tests/net/test_helpers.py)."""
 import pytest
 
-from checks import net_ports as P
+from preflight.checks import net_ports as P
 from preflight.checkapi import CommandOutput, ParseError, Status
 from preflight.node import Node
 from tests.checks.test_env_comm import ROUTE_LOCAL, ROUTE_OK, env0, master_out

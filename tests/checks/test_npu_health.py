@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks import npu_health as check
+from preflight.checks import npu_health as check
 from preflight.checkapi import CommandOutput, ParseError, Status
 from tests.checks.ascend_helpers import A2, A3, P310, node
 from tests.support import fixture_body, fixture_names

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks import npu_idle as check
+from preflight.checks import npu_idle as check
 from preflight.checkapi import CommandOutput, Status
 from tests.checks.ascend_helpers import A2, node
 from tests.support import fixture_body, fixture_names

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks import plan_parallel as check
+from preflight.checks import plan_parallel as check
 from preflight.checkapi import ClusterContext, CommandOutput, ParseError, Status
 from preflight.node import Node
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from checks import smoke_allreduce as S
+from preflight.checks import smoke_allreduce as S
 from preflight.checkapi import ClusterContext, CommandOutput, Status
 from preflight.node import Node
 

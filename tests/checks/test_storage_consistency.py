@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from checks import storage_consistency as check
+from preflight.checks import storage_consistency as check
 from preflight.checkapi import ClusterContext, CommandOutput, ParseError, Status
 from preflight.node import Node
 

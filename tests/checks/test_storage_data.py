@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from checks import storage_data as check
+from preflight.checks import storage_data as check
 from preflight.checkapi import CommandOutput, ParseError, Status
 from preflight.node import Node
 

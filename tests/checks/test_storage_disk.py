@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from checks import storage_disk as check
+from preflight.checks import storage_disk as check
 from preflight.checkapi import CommandOutput, ParseError, Status
 from preflight.node import Node
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from checks import sw_consistency as check
+from preflight.checks import sw_consistency as check
 from preflight.checkapi import ClusterContext, CommandOutput, ParseError, Status
 from preflight.node import Node
-from preflight.parsers.versions import parse_info
+from preflight.ascend.versions import parse_info
 from tests.support import fixture_body, fixture_names
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.cli import render
+from preflight.report import render
 from preflight.model import NodeState, NodeStateKind, Report, Result, Status
 
 GOLDEN = Path(__file__).parent / "golden"

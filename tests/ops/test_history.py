@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from preflight import history as hist
+from preflight.ops import history as hist
 from preflight.cli import main
 from tests.ops import make_report, optical_metrics
 
@@ -173,7 +173,7 @@ def test_disk_full_fails_clearly_and_keeps_earlier_runs(db_path):
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, ({size}, {size}))
-        from preflight import history as hist
+        from preflight.ops import history as hist
         from tests.ops import make_report, optical_metrics
         db = hist.open_db({str(db_path)!r})
         big = {{(d, l): 0.5 for d in range(64) for l in range(64)}}
@@ -219,12 +219,12 @@ def test_default_path_follows_xdg(monkeypatch, tmp_path):
 
 
 def test_run_with_unwritable_history_fails_before_connecting(tmp_path, monkeypatch):
-    from preflight import cli
+    from preflight.transport import factory
     from tests.ops import ScriptedTransport
     inv = tmp_path / "inv.yaml"
     inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1}\n")
     transport = ScriptedTransport({})
-    monkeypatch.setattr(cli, "make_transport", lambda replay: transport)
+    monkeypatch.setattr(factory, "make_transport", lambda replay=None, local=False: transport)
     (tmp_path / "afile").write_text("x")
     r = CliRunner().invoke(main, ["run", str(inv), "--history", str(tmp_path / "afile" / "h.sqlite"), "-q"])
     assert r.exit_code == 4 and transport.connects == []
@@ -233,7 +233,7 @@ def test_run_with_unwritable_history_fails_before_connecting(tmp_path, monkeypat
 
 def test_run_history_entry_then_diff_via_cli(tmp_path, monkeypatch):
     """Two `run --history` invocations; the second adds a failing npu.idle; diff names it."""
-    from preflight import cli
+    from preflight.transport import factory
     from preflight.model import CommandOutput
     from tests.ops import ScriptedTransport
     from tests.support import fixture_body
@@ -244,7 +244,7 @@ def test_run_history_entry_then_diff_via_cli(tmp_path, monkeypatch):
                  "npu-smi_info__910B3_8card_1proc__vllm-ascend-6512.txt"):
         body = fixture_body(text)
         transport = ScriptedTransport({"n1": lambda cmd, b=body: CommandOutput(b if "npu-smi" in cmd else "", "", 0)})
-        monkeypatch.setattr(cli, "make_transport", lambda replay, t=transport: t)
+        monkeypatch.setattr(factory, "make_transport", lambda replay=None, local=False, t=transport: t)
         CliRunner().invoke(main, ["run", str(inv), "--checks", "npu.idle", "--history", str(db), "-q"])
     r = CliRunner().invoke(main, ["diff", "--db", str(db)])
     assert "newly failing: 1" in r.output and "n1" in r.output and "npu.idle" in r.output

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from preflight import history as hist
+from preflight.ops import history as hist
 from preflight.cli import main
 
 SIM_SPEC = {"nodes": 2}

@@ -11,12 +11,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from preflight import cli
+from preflight.transport import factory
 from preflight.cli import main
-from preflight.lock import EXIT_LOCKED, Locked, RunLock, lock_path
+from preflight.ops.lock import EXIT_LOCKED, Locked, RunLock, lock_path
 from tests.ops import ScriptedTransport
 
-HOLD = ("import sys, time; from preflight.lock import RunLock; l = RunLock(sys.argv[1]).acquire(); "
+HOLD = ("import sys, time; from preflight.ops.lock import RunLock; l = RunLock(sys.argv[1]).acquire(); "
         "print('held', flush=True); time.sleep(60)")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -55,7 +55,7 @@ def test_concurrent_run_exits_75_and_runs_nothing(holder, tmp_path, monkeypatch)
     inv = tmp_path / "inv.yaml"
     inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1}\n")
     transport = ScriptedTransport({})
-    monkeypatch.setattr(cli, "make_transport", lambda replay: transport)
+    monkeypatch.setattr(factory, "make_transport", lambda replay=None, local=False: transport)
     r = CliRunner().invoke(main, ["run", str(inv), "--history", str(db), "-q"])
     assert r.exit_code == EXIT_LOCKED == 75
     assert "another preflight run" in r.output and "nothing was run" in r.output
@@ -71,7 +71,7 @@ def test_usage_error_wins_over_the_lock(holder, tmp_path):
 def test_lock_released_after_a_run(tmp_path, monkeypatch):
     inv = tmp_path / "inv.yaml"
     inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1}\n")
-    monkeypatch.setattr(cli, "make_transport", lambda replay: ScriptedTransport({}))
+    monkeypatch.setattr(factory, "make_transport", lambda replay=None, local=False: ScriptedTransport({}))
     db = tmp_path / "h.sqlite"
     for _ in range(2):
         r = CliRunner().invoke(main, ["run", str(inv), "--checks", "ssh.connect", "--history", str(db), "-q"])

@@ -5,7 +5,7 @@ import re
 
 from click.testing import CliRunner
 
-from preflight import nagios
+from preflight.ops import nagios
 from preflight.cli import main
 from preflight.model import Result, Status
 from tests.ops import make_report, optical_metrics

@@ -10,7 +10,7 @@ from preflight.model import CommandOutput, Status
 from preflight.registry import CheckInfo
 from preflight.runner import Runner
 from preflight.runner import Options
-from preflight.sweep import SweepRunner
+from preflight.ops.sweep import SweepRunner
 from tests.ops import ScriptedTransport
 from tests.support import fixture_body
 
@@ -37,13 +37,13 @@ def _fake_disruptive(seen: dict):
         seen["nodes"] = sorted(ctx.nodes)
         return [passed(f"ran on {len(ctx.nodes)} nodes")]
     mod = types.SimpleNamespace(plan=lambda ctx: {}, evaluate=evaluate)
-    return CheckInfo("smoke.allreduce", "cluster", mod, (), (), {})
+    return CheckInfo("smoke.allreduce", "cluster", mod, (), (), {}, disruptive=True)
 
 
 def _run(tmp_path, cls, checks, seen=None):
     transport = ScriptedTransport({"node01": _answer(BUSY), "node02": _answer(IDLE)})
     runner = cls(_inventory(tmp_path), transport, Options(checks=checks))
-    if seen is not None:  # a stand-in for the (not yet written) all-reduce check
+    if seen is not None:  # a stand-in disruptive check (DISRUPTIVE = True)
         runner.every = {**runner.every, "smoke.allreduce": _fake_disruptive(seen)}
         runner.reported.append("smoke.allreduce")
         runner.active.append("smoke.allreduce")

@@ -26,10 +26,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from .checkapi import (CommandOutput, Finding, ParseError, Probe, Status, first_line, q, require_ok,
+from ..checkapi import (CommandOutput, Finding, ParseError, Probe, Status, first_line, q, require_ok,
                        skipped)
-from .node import Node
-from .parsers import npu_smi
+from ..node import Node
+from . import npu_smi
 
 NPU_SMI_INFO = "npu-smi info"
 NPU_SMI_MAP = "npu-smi info -m"
@@ -181,7 +181,7 @@ def read_hccn(outputs, names: Iterable[str]) -> HccnRun:
 
 def device_error(out: CommandOutput) -> tuple[str, str] | None:
     """(line, reason) when hccn_tool failed on one device: a known error line, else a non-zero rc."""
-    from .parsers import hccn as hccn_parser
+    from . import hccn as hccn_parser
 
     found = hccn_parser.error_line(out.stdout)
     if found:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.parsers import versions
+from preflight.ascend import versions
 from tests.support import fixture_body, fixture_names
 
 

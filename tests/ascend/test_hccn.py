@@ -5,10 +5,10 @@ from datetime import datetime
 
 import pytest
 
-from preflight import ascend
+from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, ParseError
 from preflight.node import Node
-from preflight.parsers import hccn
+from preflight.ascend import hccn
 from tests.support import fixture_body, fixture_names
 
 ELIDED = "..."  # doc writers' elision lines, not tool output

@@ -1,7 +1,7 @@
 """`hccn_tool` output (FORMATS.md §3), `/etc/hccn.conf`, and hccn_tool's error strings.
 
 One function per query, each taking the text of one device (`hccn_tool -i N ...`, stdout and
-stderr merged as `preflight.ascend.hccn_loop` delivers it). Error outputs are recognised first by
+stderr merged as `preflight.ascend.probes.hccn_loop` delivers it). Error outputs are recognised first by
 `error_line()`, so a check can report them instead of calling a parser on them; a text that is
 neither a known error nor the query's format raises ParseError quoting it.
 """

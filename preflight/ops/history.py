@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .model import Report, Status, worst
+from ..model import Report, Status, worst
 
 SCHEMA_VERSION = 2
 BAD = {Status.FAIL.value, Status.ERROR.value}

@@ -3,57 +3,59 @@
 Why: at 03:00 some nodes are busy training. A busy node is not a broken node, so it must be
 reported busy, not failed, and the sweep must not disturb the job: no all-reduce, no device ping
 mesh, no full-content hashing of the data set on it, and no port check (the job holds its own
-HCCL ports). Busy is decided from npu.idle's facts (the npu-smi process table lists processes),
-gathered in the same batch as everything else, so the decision costs no extra round trip.
+HCCL ports). Busy is decided from the facts of the checks that declare ON_BUSY = "report" (npu.idle:
+the npu-smi process table lists processes), gathered in the same batch as everything else, so the
+decision costs no extra round trip.
 
-How it hooks in: `SweepRunner` is the runner with three small overrides: node checks on a busy
-node are skipped through the runner's `_blocked` hook (where REQUIRES blocking lives), npu.idle's
-finding becomes a skip that keeps the process list, and cluster checks that are disruptive see
-the busy nodes removed from their context (each gets a per-node skip).
+How it hooks in: `SweepRunner` is the runner with three small overrides, each driven by the checks'
+own policy (checkapi: ON_BUSY, BUSY_REASON, DISRUPTIVE): a node check with ON_BUSY = "skip" is
+skipped on a busy node through the runner's `_blocked` hook (where REQUIRES blocking lives); the
+check that decides busy (ON_BUSY = "report", with `busy(facts)`) reports a busy node as a skip that
+keeps the process list; and a DISRUPTIVE cluster check sees the busy nodes removed from its
+context (each gets a per-node skip).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .checkapi import ClusterContext
-from .model import Result, Status
-from .registry import CheckInfo
-from .runner import NodeRun, Runner
+from ..checkapi import ClusterContext
+from ..model import Result, Status
+from ..registry import CheckInfo, busy_deciders
+from ..runner import NodeRun, Runner
 
-IDLE_ID = "npu.idle"
-DISRUPTIVE = ("smoke.allreduce", "hccn.ping_mesh", "storage.consistency")
-BUSY_NODE_SKIPS = ("net.ports",)  # would only see the job's own MASTER_PORT / HCCL ports
 BUSY = "busy: a job is running on the node"
 
 
-def is_busy(facts: Any) -> bool:
-    """npu.idle's Facts: a readable process table with at least one process."""
-    return facts is not None and not isinstance(facts, BaseException) and \
-        not getattr(facts, "unavailable", None) and bool(getattr(facts, "processes", ()))
-
-
 class SweepRunner(Runner):
-    """The runner in sweep mode; npu.idle's probes always run (its facts decide "busy")."""
+    """The runner in sweep mode; the probes of the checks that decide busy always run."""
 
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
-        if IDLE_ID in self.every and IDLE_ID not in self.active:
-            self.active.append(IDLE_ID)  # gathered for the decision, reported only if selected
+        self.deciders = [c for c in busy_deciders() if c.id in self.every]
+        for c in self.deciders:
+            if c.id not in self.active:
+                self.active.append(c.id)  # gathered for the decision, reported only if selected
         self.busy: set[str] = set()
         self._busy_skips: list[Result] = []
 
     def _busy(self, run: NodeRun) -> bool:
-        return is_busy(run.facts.get(IDLE_ID))
+        for c in self.deciders:
+            facts = run.facts.get(c.id)
+            if facts is not None and not isinstance(facts, BaseException) and c.module.busy(facts):
+                return True
+        return False
 
     def _blocked(self, run: NodeRun, info: CheckInfo) -> str | None:
-        if info.id in BUSY_NODE_SKIPS and self._busy(run):
-            return f"{BUSY} (sweep mode: its ports are in use by the job)"
+        if info.on_busy == "skip" and self._busy(run):
+            return f"{BUSY} (sweep mode: {info.busy_reason})"
+        if info.disruptive and self._busy(run):
+            return f"{BUSY} (sweep mode: {info.id} is disruptive)"
         return super()._blocked(run, info)
 
     def _evaluate_node(self, run: NodeRun, info: CheckInfo) -> None:
         before = len(run.results)
         super()._evaluate_node(run, info)
-        if info.id != IDLE_ID or not self._busy(run):
+        if info.on_busy != "report" or not self._busy(run):
             return
         with self._lock:
             self.busy.add(run.node.name)
@@ -66,7 +68,7 @@ class SweepRunner(Runner):
                                         f"disruptively)", {**r.details, "busy": True}, None, r.duration_s)
 
     def _context(self, info: CheckInfo, ok: dict[str, NodeRun]) -> ClusterContext:
-        if info.id not in DISRUPTIVE:
+        if not info.disruptive:
             return super()._context(info, ok)
         busy = {n for n, r in ok.items() if self._busy(r)}
         if busy and info.id in self.reported:

@@ -10,8 +10,9 @@ around 4 KB, so the output is capped.
 from __future__ import annotations
 
 import re
-from .model import NodeStateKind, Report, Status
-from .nodeset import fold
+from ..model import NodeStateKind, Report, Status
+from ..nodeset import fold
+from ..registry import CONNECT_ID
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
@@ -74,7 +75,7 @@ def _problems(report: Report) -> list[str]:
              for n in report.nodes if n.state is not NodeStateKind.OK]
     order = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2}
     rows = sorted((r for r in report.results if r.status in order and not
-                   (r.check == "ssh.connect" and r.status is Status.ERROR)), key=lambda r: order[r.status])
+                   (r.check == CONNECT_ID and r.status is Status.ERROR)), key=lambda r: order[r.status])
     lines += [f"{r.node or '_cluster'} {r.check} {r.status.value}: {r.summary}" for r in rows]
     return [line[:200] for line in lines]
 

@@ -1,6 +1,6 @@
 """Benchmark of the ping meshes on the simulated cluster (netns mode, root).
 
-    python -m preflight.net.bench --nodes 128 [--pinger auto|ping] [--hccn]
+    python3 bench/ping_mesh.py --nodes 128 [--pinger auto|ping] [--hccn]
 
 Brings up N simulated nodes, builds net.ping_mesh's plan (all N*(N-1) pairs) and runs every node's
 mesh command at once inside its namespace (no SSH: the figure is the mesh itself, which is what
@@ -16,8 +16,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..checkapi import ClusterContext, CommandOutput
-from ..node import Node
+from preflight.checkapi import ClusterContext, CommandOutput
+from preflight.node import Node
 
 
 def _cpu() -> float:
@@ -37,9 +37,9 @@ def _run_all(c, cmds: dict[str, str]) -> tuple[dict[str, CommandOutput], float, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from checks import env_comm, hccn_ping_mesh, net_ping_mesh  # noqa: PLC0415 (repo layout)
-    from checks.hccn_ip import DeviceIp, Facts as IpFacts
-    from ..sim import Cluster, netns
+    from preflight.checks import env_comm, hccn_ping_mesh, net_ping_mesh
+    from preflight.checks.hccn_ip import DeviceIp, Facts as IpFacts
+    from preflight.sim import Cluster, netns
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=32)

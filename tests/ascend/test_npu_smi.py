@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from preflight.checkapi import ParseError
-from preflight.parsers import npu_smi
+from preflight.ascend import npu_smi
 from tests.support import fixture_body, fixture_names
 
 PARTIAL_MARK = "<<< rows not available >>>"  # line inserted by the fixture author, not tool output

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .parallel import Model, enumerate_layouts, rescaled_lr, template_for
+from ..plan.layout import Model, enumerate_layouts, rescaled_lr, template_for
 
 
 def _positive(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:

@@ -6,9 +6,9 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from preflight.parallel import (MIGRATION_TEMPLATES, Layout, Model, check_layout, enumerate_layouts,
+from preflight.plan.layout import (MIGRATION_TEMPLATES, Layout, Model, check_layout, enumerate_layouts,
                                 is_valid, rescaled_lr, template_for, visible_devices)
-from preflight.plan_cli import plan
+from preflight.cli.plan import plan
 
 
 def _by_rule(results):

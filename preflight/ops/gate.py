@@ -22,14 +22,12 @@ from typing import Any
 
 import yaml
 
-from .atomic import write_atomic
-from .inventory import Inventory, InventoryError, load
-from .model import NodeStateKind, Report, Status
-from .nodeset import fold
-from .registry import discover
+from ..atomic import write_atomic
+from ..inventory import Inventory, InventoryError, load
+from ..model import NodeStateKind, Report, Status
+from ..nodeset import fold
+from ..registry import discover, gate_set, matches
 
-FAST_CHECKS = ("ssh.connect", "npu.health", "npu.idle", "cann.env", "hccn.link", "hccn.ip", "env.comm",
-               "net.ports")
 DEFAULT_DEADLINE = 30.0
 
 
@@ -80,22 +78,18 @@ def _safe_name(name: str) -> str:
     return cleaned or "localhost"
 
 
-def _matches(check_id: str, pattern: str) -> bool:
-    return check_id == pattern or check_id.startswith(pattern.rstrip(".") + ".")
-
-
 def gate_checks(checks: list[str] | None, local: bool) -> list[str]:
-    """The selection: the fast subset unless given (a default check not installed is left out; a
-    given one is validated by the runner); with --local, node-scope checks only: a prolog runs on
+    """The selection: the fast set (every check that declares GATE) unless given (a given one is
+    validated by the runner); with --local, node-scope checks only: a prolog runs on
     every node at once, and cross-node probes belong in the batch script."""
     every = discover()
-    chosen = list(checks) if checks else [c for c in FAST_CHECKS if c in every]
+    chosen = list(checks) if checks else gate_set()
     if not local:
         return chosen
     for pattern in chosen:
-        if not any(_matches(k, pattern) for k in every):
+        if not any(matches(k, pattern) for k in every):
             raise InventoryError(f"no check matches {pattern!r} (see: preflight list-checks)")
-    expanded = [k for k, info in every.items() if info.scope == "node" and any(_matches(k, c) for c in chosen)]
+    expanded = [k for k, info in every.items() if info.scope == "node" and any(matches(k, c) for c in chosen)]
     if not expanded:
         raise InventoryError("--local runs node checks only, and none of the selected checks is one")
     return expanded

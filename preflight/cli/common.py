@@ -1,0 +1,97 @@
+"""What every command shares: exit codes, one-line usage errors, safe stdout, progress on stderr,
+signal handling around a run, and writing the report where it was asked for."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Callable
+
+import click
+
+if TYPE_CHECKING:
+    from ..model import Report
+    from ..runner import Runner
+
+EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 4, 130
+
+
+def ids(value: str | None) -> list[str] | None:
+    """`a,b, c` -> ['a', 'b', 'c']; None when not given."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def say(message: str, code: int) -> None:
+    """One line on stderr, then exit with `code`."""
+    click.echo(f"preflight: {message}", err=True)
+    sys.exit(code)
+
+
+def fail_usage(message: str) -> None:
+    say(message, EXIT_USAGE)
+
+
+def safe_echo(text: str) -> None:
+    """Write to stdout; a closed pipe (`| head`) is not an error worth a traceback."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+class Progress:
+    """One updating line on stderr, only for a person watching a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._lock = threading.Lock()
+
+    def __call__(self, done: int, total: int, failing: int) -> None:
+        if self.enabled:
+            with self._lock:
+                sys.stderr.write(f"\r\033[Kpreflight: {done}/{total} nodes done, {failing} failing")
+                sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def with_signals(runner: "Runner", body: "Callable[[], Report]") -> "Report":
+    """Ctrl-C or SIGTERM: stop new work, kill remote probes (closing the channels does it), keep the
+    partial report."""
+    def handler(signum, frame):  # noqa: ARG001
+        runner.interrupted = True
+        runner.cancel.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return body()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
+    """The report to `output` (atomically, 0600; a .prom file 0644) or stdout; with `output` and a
+    machine format, the checklist still goes to stdout unless quiet."""
+    from ..atomic import write_atomic
+    from ..report import console, render
+
+    if output:
+        try:
+            write_atomic(output, render(report, fmt), mode=0o644 if fmt == "prometheus" else 0o600)
+        except OSError as exc:
+            say(f"cannot write {output}: {exc.strerror}", EXIT_INTERNAL)
+        if not quiet and fmt != "table":
+            safe_echo(render(report, "table"))
+        return
+    if fmt == "table" and sys.stdout.isatty():
+        from ..report import table
+        table.render(report, console())
+        return
+    safe_echo(render(report, fmt))

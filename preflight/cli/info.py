@@ -1,0 +1,53 @@
+"""Commands that run nothing on a node: list-checks, explain, inventory show."""
+from __future__ import annotations
+
+import click
+
+from . import options
+from .common import fail_usage, safe_echo
+
+
+@click.command("list-checks")
+@click.option("--gate", "gate_only", is_flag=True, help="Only the gate's fast set (checks that declare GATE).")
+def list_checks(gate_only: bool) -> None:
+    """Every check: id, scope, one line of what it checks."""
+    from ..registry import discover
+    lines = [f"{c.id:<22} {c.scope:<8} {c.title}" for c in discover().values() if c.gate or not gate_only]
+    safe_echo("\n".join(lines) + "\n")
+
+
+@click.command("explain")
+@click.argument("check_id")
+def explain(check_id: str) -> None:
+    """What a check looks at, why it matters for a launch, how to fix what it finds."""
+    from ..registry import discover
+    info = discover().get(check_id)
+    if info is None:
+        fail_usage(f"no check {check_id!r} (see: preflight list-checks)")
+    params = "".join(f"\n  {k}: {v!r}" for k, v in info.defaults.items())
+    safe_echo(f"{info.id} ({info.scope})\n\n{info.doc}\n{info.policy_text()}"
+              + (f"\nParameters (inventory `checks: {{{info.id}: ...}}`):{params}\n" if params else ""))
+
+
+@click.group("inventory")
+def inventory_group() -> None:
+    """Inspect an inventory."""
+
+
+@inventory_group.command("show")
+@options.inventory_argument()
+@click.option("--limit", help="Only these nodes.")
+@click.option("--ssh-config", type=click.Path(dir_okay=False))
+def inventory_show(inventory, limit, ssh_config) -> None:
+    """Print the expanded nodes, with the settings each one ends up with."""
+    from ..inventory import InventoryError, load
+    try:
+        inv = load(inventory, limit=limit, ssh_config=ssh_config)
+    except InventoryError as exc:
+        fail_usage(str(exc))
+    lines = [f"# {inv.path}: {len(inv.nodes)} nodes" + (f", cluster {inv.cluster}" if inv.cluster else "")]
+    for n in inv.nodes:
+        lines.append(f"{n.name:<16} {n.user or '(current user)'}@{n.host}:{n.port}  devices={n.devices} "
+                     f"backend={n.backend} host_key_policy={n.host_key_policy}"
+                     + (f" proxy_jump={n.proxy_jump}" if n.proxy_jump else ""))
+    safe_echo("\n".join(lines) + "\n")

@@ -1,0 +1,185 @@
+"""Operations commands: `gate` (the job gate), `nagios` (the monitoring plugin), and the history
+readers `history`, `diff`, `trend`. The logic lives in preflight.ops; these are its command lines."""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+
+import click
+
+from ..inventory import InventoryError, load
+from ..ops import gate as gate_mod
+from ..ops import history as hist
+from ..ops import nagios as nagios_mod
+from ..registry import SelectionError
+from ..runner import Options, Runner
+from ..transport import factory
+from . import options
+from .common import EXIT_INTERNAL, EXIT_USAGE, emit, ids, safe_echo, say, with_signals
+
+# ---------------------------------------------------------------- gate
+
+FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-checks --gate`)."
+
+
+@click.command("gate")
+@options.inventory_argument(required=False)
+@options.selection(checks_help=FAST_HELP,
+                   limit_help='Only these nodes, e.g. --limit "$SLURM_JOB_NODELIST" (Slurm hostlist).')
+@options.output(formats=("table", "json", "junit", "markdown"),
+                quiet_help="Nothing on stdout (the exit code says it all).")
+@options.connection()
+@options.deadline(default=gate_mod.DEFAULT_DEADLINE,
+                  help="Seconds for the whole gate; unfinished nodes count as not usable.")
+@click.option("--local", is_flag=True, help="Check this host only, without SSH (Slurm prolog); INVENTORY optional.")
+@click.option("--exclude-out", type=click.Path(dir_okay=False), help="Write failing/unreachable nodes (hostlist).")
+@click.option("--good-out", type=click.Path(dir_okay=False), help="Write the usable nodes (hostlist).")
+def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_config, deadline, local,
+         exclude_out, good_out) -> None:
+    """Fast go/no-go before a job: exit 0 only when every node is usable (SPEC exit codes)."""
+    try:
+        if local:
+            inv = gate_mod.local_inventory(inventory)
+        else:
+            if not inventory:
+                say("gate needs an INVENTORY (or --local for this host)", EXIT_USAGE)
+            inv = load(inventory, limit=limit, ssh_config=ssh_config)
+        opts = Options(checks=gate_mod.gate_checks(ids(checks), local), skip=ids(skip), forks=forks,
+                       deadline=deadline, strict=strict)
+        runner = Runner(inv, factory.make_transport(local=local), opts)
+    except (InventoryError, SelectionError) as exc:
+        say(str(exc), EXIT_USAGE)
+    report = with_signals(runner, runner.run)
+    try:
+        gate_mod.write_lists(report, exclude_out, good_out, strict)
+    except OSError as exc:
+        say(f"cannot write {exc.filename or 'the node list'}: {exc.strerror}", EXIT_INTERNAL)
+    if quiet and not output:
+        sys.exit(report.exit_code)
+    emit(report, fmt, output, quiet)
+    sys.exit(report.exit_code)
+
+
+# ---------------------------------------------------------------- nagios
+
+@click.command("nagios")
+@options.inventory_argument()
+@options.selection(checks_help=FAST_HELP, limit_help="Only these nodes.")
+@options.connection(forks=False)
+@options.deadline(default=50.0, help="Seconds for the run (Nagios kills a check at 60 s by default).")
+def nagios(inventory, checks, skip, limit, ssh_config, deadline) -> None:
+    """Nagios/Icinga plugin: one status line with perfdata; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
+    try:
+        inv = load(inventory, limit=limit, ssh_config=ssh_config)
+        opts = Options(checks=gate_mod.gate_checks(ids(checks), False), skip=ids(skip), deadline=deadline)
+        runner = Runner(inv, factory.make_transport(), opts)
+        report = with_signals(runner, runner.run)
+        code, text = nagios_mod.output(report)
+    except (InventoryError, SelectionError) as exc:
+        code, text = nagios_mod.unknown(str(exc))
+    except Exception as exc:  # noqa: BLE001 - Nagios: the plugin's own failure is UNKNOWN, one line
+        code, text = nagios_mod.unknown(f"internal error: {type(exc).__name__}: {exc}")
+    safe_echo(text + "\n")
+    sys.exit(code)
+
+
+# ---------------------------------------------------------------- history, diff, trend
+
+db_option = click.option("--db", type=click.Path(dir_okay=False),
+                         help="History database (default $XDG_STATE_HOME/preflight/history.sqlite).")
+
+
+def _open(db: str | None):
+    try:
+        return hist.open_db(db or hist.default_path(), create=False)
+    except hist.HistoryError as exc:
+        say(str(exc), EXIT_USAGE)
+
+
+@click.command("history")
+@db_option
+@click.option("--last", "last", type=click.IntRange(1), default=20, show_default=True, help="How many runs.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one per run.")
+def history(db, last, as_json) -> None:
+    """List the stored runs, oldest first: id, time, verdict, counts."""
+    conn = _open(db)
+    rows = hist.runs(conn, last)
+    if as_json:
+        safe_echo("".join(json.dumps(asdict(r)) + "\n" for r in rows))
+        return
+    lines = [f"{'id':>5}  {'finished':<20} {'verdict':<11} {'nodes':>5}  pass warn fail error skip  cluster"]
+    for r in rows:
+        c = r.counts
+        lines.append(f"{r.id:>5}  {r.finished_at:<20} {r.verdict:<11} {r.nodes:>5}  {c['pass']:>4} {c['warn']:>4} "
+                     f"{c['fail']:>4} {c['error']:>5} {c['skip']:>4}  {r.cluster or ''}{' (sweep)' if r.sweep else ''}")
+    safe_echo("\n".join(lines) + "\n" if rows else "no runs stored yet\n")
+
+
+@click.command("diff")
+@click.argument("run_a", required=False)
+@click.argument("run_b", required=False)
+@db_option
+@click.option("--json", "as_json", is_flag=True)
+def diff(run_a, run_b, db, as_json) -> None:
+    """What changed between two runs (default: the last two): newly failing, recovered, still failing.
+    Runs are ids from `preflight history`, or -N for the N-th newest."""
+    conn = _open(db)
+    try:
+        a = hist.resolve(conn, run_a, 2)
+        b = hist.resolve(conn, run_b, 1)
+    except hist.HistoryError as exc:
+        say(str(exc), EXIT_USAGE)
+    d = hist.diff(conn, a, b)
+    if as_json:
+        safe_echo(json.dumps(asdict(d), indent=2) + "\n")
+        return
+    out = [f"run {a} -> run {b}"]
+    for title, items in (("newly failing", d.new), ("recovered", d.recovered), ("still failing", d.still),
+                         ("changed", d.changed)):
+        out.append(f"{title}: {len(items)}")
+        out += [f"  {c.node:<16} {c.check:<20} {c.before or '-'} -> {c.after or '-'}  {c.summary[:120]}"
+                for c in items]
+    safe_echo("\n".join(out) + "\n")
+
+
+@click.command("trend")
+@click.option("--check", "check", required=True, help="Check whose metrics to follow, e.g. hccn.optical.")
+@click.option("--metric", help="Metric name (default per check: hccn.optical -> optical_rx_power).")
+@click.option("--window", type=click.IntRange(2), default=5, show_default=True, help="Last N runs with data.")
+@click.option("--min-points", type=click.IntRange(2), default=3, show_default=True)
+@click.option("--min-drop-pct", type=float, default=20.0, show_default=True,
+              help="Total change over the window, in % of the first value.")
+@click.option("--min-slope-pct", type=float, default=3.0, show_default=True,
+              help="Least-squares slope, in % of the first value per run.")
+@click.option("--rising", is_flag=True, default=None, help="Rising is bad (RTT, loss); default per metric.")
+@click.option("--limit", help="Only these nodes (node set).")
+@db_option
+@click.option("--json", "as_json", is_flag=True)
+def trend(check, metric, window, min_points, min_drop_pct, min_slope_pct, rising, limit, db, as_json) -> None:
+    """Warn about numbers that drift steadily the bad way (a dying optical lane) before they cross a
+    threshold. Exit 0: nothing drifting; 1: at least one warning; 2: bad arguments."""
+    from ..nodeset import RangeError, expand
+    from ..registry import discover
+    info = discover().get(check)
+    default_metric, default_rising = (info.trend_metric if info else None) or (None, False)
+    metric = metric or default_metric
+    if not metric:
+        say(f"no default metric for {check}; give --metric NAME", EXIT_USAGE)
+    try:
+        nodes = expand(limit) if limit else None
+    except RangeError as exc:
+        say(str(exc), EXIT_USAGE)
+    conn = _open(db)
+    found, examined = hist.trends(conn, check, metric, window=window, min_points=min_points,
+                                  min_drop_pct=min_drop_pct, min_slope_pct=min_slope_pct,
+                                  rising=default_rising if rising is None else rising, limit_nodes=nodes)
+    if as_json:
+        safe_echo("".join(json.dumps(asdict(t)) + "\n" for t in found))
+    else:
+        lines = [f"WARN {t.node} {check} {metric}{{{t.label_text}}}: "
+                 f"{t.values[0]:g} -> {t.values[-1]:g} {t.unit} over {len(t.values)} runs "
+                 f"({t.slope:+.4g} {t.unit}/run, {t.drop_pct:.0f}% worse)" for t in found]
+        lines.append(f"{len(found)} of {examined} series drifting ({metric} over the last {window} runs)")
+        safe_echo("\n".join(lines) + "\n")
+    sys.exit(1 if found else 0)

@@ -1,0 +1,62 @@
+"""Option groups shared by run, gate, nagios (and the sweep, which is `run --sweep`), defined once.
+
+Each group is a decorator; a command stacks the groups it takes. Defaults that differ between
+commands (the gate's 30 s deadline, Nagios's 50 s) are arguments of the group, not copies of it.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import click
+
+from ..report import FORMATS
+
+
+def _stack(*decorators: Callable) -> Callable:
+    def apply(f: Callable) -> Callable:
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+    return apply
+
+
+def inventory_argument(required: bool = True) -> Callable:
+    return click.argument("inventory", required=required, type=click.Path(dir_okay=False))
+
+
+def selection(checks_help: str = "Check ids or prefixes to run (comma-separated; `hccn` = every hccn.*).",
+              limit_help: str = "Only these inventory nodes (node set: node[03-05], Slurm hostlist).") -> Callable:
+    """--checks, --skip, --limit: which checks on which nodes."""
+    return _stack(
+        click.option("--checks", help=checks_help),
+        click.option("--skip", help="Check ids or prefixes not to run."),
+        click.option("--limit", help=limit_help),
+    )
+
+
+def deadline(default: float | None = None,
+             help: str = "Seconds for the whole run; unfinished nodes: timeout.") -> Callable:
+    return click.option("--deadline", type=click.FloatRange(min=0.1), default=default,
+                        show_default=default is not None, help=help)
+
+
+def connection(forks: bool = True) -> Callable:
+    """--forks (nodes at a time) and --ssh-config: how nodes are reached."""
+    opts = [click.option("--ssh-config", type=click.Path(dir_okay=False),
+                         help="ssh_config to honour (default ~/.ssh/config).")]
+    if forks:
+        opts.insert(0, click.option("--forks", type=click.IntRange(1, 1024), default=64, show_default=True,
+                                    help="Nodes at a time."))
+    return _stack(*opts)
+
+
+def output(formats: Sequence[str] = FORMATS,
+           quiet_help: str = "No progress on stderr; with --output, nothing on stdout.") -> Callable:
+    """--format, --output, --strict, --quiet: what the report looks like and where it goes."""
+    return _stack(
+        click.option("--format", "fmt", type=click.Choice(tuple(formats)), default="table", show_default=True),
+        click.option("--output", type=click.Path(dir_okay=False),
+                     help="Write the report here (atomically, mode 0600)."),
+        click.option("--strict", is_flag=True, help="A warning counts as a failure (exit 1)."),
+        click.option("--quiet", "-q", is_flag=True, help=quiet_help),
+    )

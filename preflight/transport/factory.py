@@ -1,0 +1,17 @@
+"""Build the transport a command asked for: recorded outputs (`--replay DIR`), this host
+(`gate --local`), or SSH. Commands call `make_transport` and never import a transport themselves,
+so one place decides which options mean which transport."""
+from __future__ import annotations
+
+from . import Transport
+
+
+def make_transport(replay: str | None = None, local: bool = False) -> Transport:
+    if replay:
+        from .replay import ReplayTransport
+        return ReplayTransport(replay)
+    if local:
+        from .local import LocalTransport
+        return LocalTransport()
+    from .ssh import SSHTransport
+    return SSHTransport()
