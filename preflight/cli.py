@@ -1,4 +1,4 @@
-"""Thin click commands over the runner, inventory and reporters. Exit codes are SPEC.md's."""
+"""Thin click commands over the runner, inventory and reporters. Exit codes are docs/SPEC.md's."""
 from __future__ import annotations
 
 import io
