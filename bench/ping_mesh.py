@@ -6,7 +6,7 @@ Brings up N simulated nodes, builds net.ping_mesh's plan (all N*(N-1) pairs) and
 mesh command at once inside its namespace (no SSH: the figure is the mesh itself, which is what
 all nodes share the machine's cores for), then prints wall time and CPU per pair. With --hccn it
 times hccn.ping_mesh the same way (same-rail device pairs). The SSH fan-out cost is measured
-separately (docs: PERFORMANCE.md).
+separately (docs/PERFORMANCE.md).
 """
 from __future__ import annotations
 

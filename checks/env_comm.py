@@ -1,6 +1,6 @@
 """env.comm: the launch environment selects a real, UP network interface for HCCL, Gloo and the rendezvous.
 
-What it checks, in the node's launch environment (SPEC.md: launch_shell, env_files, env):
+What it checks, in the node's launch environment (docs/SPEC.md §2.3: launch_shell, env_files, env):
 - HCCL_IF_IP is an address of an UP, non-loopback interface of this node.
 - HCCL_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME on NVIDIA) in their real syntax (`eth,enp` prefixes,
   `^` excludes, `=` exact names, `^=`) select at least one UP interface with an address;
@@ -15,7 +15,7 @@ What it checks, in the node's launch environment (SPEC.md: launch_shell, env_fil
 
 Why it matters: a wrong NIC is the most common multi-node launch failure on Ascend: HCCL link setup
 fails or times out (EI0006), Gloo reports `connectFullMesh failed` or `Unable to find address for`,
-c10d times out connecting to MASTER_ADDR (FAILURES.md rows 4, 17-21).
+c10d times out connecting to MASTER_ADDR (docs/FAILURES.md rows 4, 17-21).
 
 How to fix: set HCCL_IF_IP to this node's address on the training network (`ip -br addr`), or
 HCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to that interface's name (`export GLOO_SOCKET_IFNAME=eth0`),
@@ -299,7 +299,7 @@ def rule_implicit(facts: Facts, params, node) -> list[Problem]:
 
 
 def rule_nccl_on_ascend(facts: Facts, params, node) -> list[Problem]:
-    """MIGRATION.md: NCCL_SOCKET_IFNAME carried over from an NVIDIA script does nothing on Ascend."""
+    """docs/MIGRATION.md: NCCL_SOCKET_IFNAME carried over from an NVIDIA script does nothing on Ascend."""
     if getattr(node, "backend", "auto") != "ascend" or not facts.env.get("NCCL_SOCKET_IFNAME", "").strip():
         return []
     if not _hccl_unset(facts):
@@ -407,7 +407,7 @@ VALIDATORS: dict[str, Callable[[str, dict], str | None] | None] = {
     "MASTER_PORT": _int_in(1, 65535),
     "MASTER_ADDR": None,
 }
-# Misspellings seen in the field whose distance alone would not tell (MIGRATION.md: HCCL_BUFFER_SIZE).
+# Misspellings seen in the field whose distance alone would not tell (docs/MIGRATION.md: HCCL_BUFFER_SIZE).
 TYPOS = {"HCCL_BUFFER_SIZE": "HCCL_BUFFSIZE", "HCCL_BUFF_SIZE": "HCCL_BUFFSIZE", "HCCL_IFIP": "HCCL_IF_IP"}
 
 
@@ -424,7 +424,7 @@ def rule_names(facts: Facts, params, node) -> list[Problem]:
 
 
 def _suggest(name: str, real: str, value: str) -> str:
-    """HCCL_BUFFER_SIZE=209715200 (bytes, MIGRATION.md) becomes HCCL_BUFFSIZE=200 (MB)."""
+    """HCCL_BUFFER_SIZE=209715200 (bytes, docs/MIGRATION.md) becomes HCCL_BUFFSIZE=200 (MB)."""
     v = value.strip()
     if real == "HCCL_BUFFSIZE" and v.isdigit() and int(v) >= 1 << 20:
         return str(int(v) >> 20)
@@ -438,7 +438,7 @@ def rule_values(facts: Facts, params, node) -> list[Problem]:
             continue
         why = check(facts.env[name], params)
         if why:
-            problems += _fail(f"{name}={facts.env[name]!r}: {why}", f"fix {name} in the inventory env (see ENV.md / the CANN env reference)")
+            problems += _fail(f"{name}={facts.env[name]!r}: {why}", f"fix {name} in the inventory env (see docs/ENV.md / the CANN env reference)")
     return problems
 
 

@@ -46,7 +46,7 @@ DEFAULTS: dict = {"clock_warn_s": 1.0, "clock_fail_s": 30.0}
 CLOCK_PROBE = "clock"
 QUERIES = {"tls": "-tls -g", "fec": "-fec -g"}
 UNSET = "<unset>"
-# Must be equal on every rank (ENV.md D.2/D.3); the IFNAME ones only where interface names are uniform.
+# Must be equal on every rank (docs/ENV.md §D.2/§D.3); the IFNAME ones only where interface names are uniform.
 AGREE = ("MASTER_ADDR", "MASTER_PORT", "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_BUFFSIZE",
          "HCCL_IF_BASE_PORT", "HCCL_HOST_SOCKET_PORT_RANGE", "HCCL_DETERMINISTIC", "HCCL_INTRA_ROCE_ENABLE",
          "HCCL_INTRA_PCIE_ENABLE", "HCCL_ALGO", "HCCL_SOCKET_FAMILY", "HCCL_WHITELIST_DISABLE")

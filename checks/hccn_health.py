@@ -3,7 +3,7 @@
 What it checks: `hccn_tool -i N -net_health -g` prints `net health status: Success` for every
 logical device N. `Init` (detection initialising, usually because no detect IP is configured)
 warns; every other status fails: `Socket fail`/`Socket failed`, `Receive timeout`, `Unreachable`,
-`Time exceeded`, `Fault`, `Thread error`, `Detect ip set`, `Unknown` (FORMATS.md §3.2).
+`Time exceeded`, `Fault`, `Thread error`, `Detect ip set`, `Unknown` (docs/FORMATS.md §3.2).
 
 Why it matters: the device probes its detect IP over the RoCE port; a failing probe means the
 device cannot reach its network peer, and HCCL will time out building links (EI0006/EI0009).

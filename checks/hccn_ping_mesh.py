@@ -6,7 +6,7 @@ every other node instead. On a node, devices run in parallel and each device's p
 another, because hccn_tool answers `hccn_tool is busy, please try again.` to a second concurrent call
 on one device (that answer is retried once). A pair fails when no packet comes back or the body
 shows `Destination Host Unreachable`, `recv time out seq` or `Message too long`. Blame follows
-SPEC.md per device: a device that fails with most of its peers is named alone, an isolated bad
+docs/SPEC.md §3.1 per device: a device that fails with most of its peers is named alone, an isolated bad
 pair names both ends; the blamed devices go in `failed_devices` of their node's result.
 `max_pairs` (0 = all) samples pairs evenly on big clusters.
 
@@ -17,7 +17,7 @@ device IP); the host network can be perfect while the device network is cut.
 How to fix: on the blamed device check link, IP and gateway (`hccn_tool -i N -link -g`,
 `-ip -g`, `-gateway -g`), the optical module (`-optical -g`) and the switch port / ACLs between the
 two devices; re-run `hccn_tool -i N -ping -g address <peer ip>` by hand.
-The -ping body is inferred (FORMATS.md 3.5): a `N packets transmitted, N received, X% packet loss`
+The -ping body is inferred (docs/FORMATS.md §3.5): a `N packets transmitted, N received, X% packet loss`
 line, or one of the failure markers above.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ every other node: HCCL_IF_IP, else the address of the interface HCCL_SOCKET_IFNA
 on NVIDIA) selects, else HCCL's default choice, as env.comm computed it. Each node pings all its
 targets in one command: one python3 multi-target pinger (ICMP datagram or raw socket), or where
 that cannot run, `ping` processes at most `parallel` at a time. A pair with no reply fails; partial loss or an
-average RTT above `warn_rtt_ms` warns. Blame follows SPEC.md: a node that fails with most of its
+average RTT above `warn_rtt_ms` warns. Blame follows docs/SPEC.md §3.1: a node that fails with most of its
 peers is named alone (it reaches nobody, or nobody reaches it); an isolated bad pair names both
 ends. `max_pairs` (0 = all) samples pairs deterministically on big clusters: every node still pings,
 and is pinged by, the same number of peers. The loss/RTT matrix is in the summary's details.

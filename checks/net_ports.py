@@ -38,7 +38,7 @@ ON_BUSY = "skip"
 BUSY_REASON = "its ports are in use by the job"
 DEFAULTS: dict = {
     "extra_ports": [],  # ints or "lo-hi" strings, checked on every node
-    "hccl_ports": 16,  # HCCL_IF_BASE_PORT occupies 16 ports (ENV.md)
+    "hccl_ports": 16,  # HCCL_IF_BASE_PORT occupies 16 ports (docs/ENV.md §A.3)
     "warn_ephemeral": True,
 }
 LISTEN_PROBE, SYSCTL_PROBE = "listen", "port_sysctl"

@@ -37,7 +37,7 @@ PROBE = ascend.NPU_SMI_PROBE
 # Health column / Health Status value -> verdict (HIASCEND npusmi_027/028). Anything else fails.
 VERDICTS = {"OK": Status.PASS, "Warning": Status.WARN, "Alarm": Status.FAIL,
             "Critical": Status.FAIL, "UNKNOWN": Status.FAIL}
-# Known npu-smi failure text -> the fix (FAILURES.md rows 1, 2, 23).
+# Known npu-smi failure text -> the fix (docs/FAILURES.md rows 1, 2, 23).
 FIXES: tuple[tuple[str, str], ...] = (
     ("because the device is used", "Stop the other container that has these NPUs mounted (`docker ps`, "
      "check its --device /dev/davinciN), or give this one different cards through ASCEND_VISIBLE_DEVICES"),

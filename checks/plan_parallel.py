@@ -10,7 +10,7 @@ global_batch % (micro_batch*dp) == 0. Tensor parallelism across nodes (tp > npro
 
 Why it matters: a layout that does not divide fails only after every node has loaded the model and
 initialised HCCL, with an assertion deep in Megatron; a script moved from NVIDIA keeps TP values that
-Ascend does not accept (MIGRATION.md). One more visible device than ranks, or one fewer, makes
+Ascend does not accept (docs/MIGRATION.md). One more visible device than ranks, or one fewer, makes
 ranks collide or sit idle.
 
 How to fix: change the sizes in the job script (and the inventory's `job:`) until every rule holds;

@@ -33,7 +33,7 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
 
 Why it matters: the last word before a launch. A collective that completes between two nodes with
 the job's own environment separates fabric and environment problems from model code
-(MIGRATION.md); the typical failures (FAILURES.md rows 4, 5, 9, 17-21, 24) all show up here in
+(docs/MIGRATION.md); the typical failures (docs/FAILURES.md rows 4, 5, 9, 17-21, 24) all show up here in
 seconds instead of after a 30-minute HCCL timeout in the real job.
 
 How to fix: follow the remediation of the failing side: set GLOO_SOCKET_IFNAME/HCCL_SOCKET_IFNAME to

@@ -3,7 +3,7 @@
 Why it matters: a launcher (torchrun, mpirun, a MindSpeed script) that cannot reach one node hangs
 the whole job at rendezvous; a changed host key can mean a reinstalled node or an attack.
 
-How it is judged: the connection attempt itself. States (SPEC.md): `unreachable` (DNS failure,
+How it is judged: the connection attempt itself. States (docs/SPEC.md): `unreachable` (DNS failure,
 refused, no answer within connect_timeout, no SSH banner), `auth_failed` (which keys were offered),
 `hostkey_rejected` (unknown key: its fingerprint and the ssh-keyscan line to trust it after
 checking; changed key: never accepted, the ssh-keygen -R line if the change is legitimate),

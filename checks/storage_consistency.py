@@ -13,7 +13,7 @@ content differences are named by node and file; the nodes that differ from the m
 blamed; with no majority nobody is blamed and the summary lists who has what.
 
 Why it matters: without shared storage, data copied by hand drifts, and Megatron's dataset index
-cache is built only by rank 0, so the other nodes lack it or hold a stale one (MIGRATION.md). Ranks
+cache is built only by rank 0, so the other nodes lack it or hold a stale one (docs/MIGRATION.md). Ranks
 reading different bytes train on different data or crash at their first batch.
 
 How to fix: copy the dataset from a node in the majority (`rsync -a --checksum good:/data/path/

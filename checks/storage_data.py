@@ -10,7 +10,7 @@ as `error` and never hangs the run.
 
 Why it matters: without shared storage, datasets copied by hand miss files on some nodes; a
 missing `.idx` or a root-only directory makes the data loader of some ranks fail after the model
-was built and HCCL initialised, and the other ranks hang until the HCCL timeout (MIGRATION.md,
+was built and HCCL initialised, and the other ranks hang until the HCCL timeout (docs/MIGRATION.md,
 "Data and storage").
 
 How to fix: copy the missing file from a good node (`rsync -a good:/data/path/ /data/path/`),

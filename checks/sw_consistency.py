@@ -12,7 +12,7 @@ the table does not list warns. Every such result names its reference.
 
 Why it matters: ranks with different CANN, driver or torch_npu builds disagree on HCCL and operator
 behaviour and fail at communicator initialisation or, worse, train subtly differently; torch_npu
-is built for exactly one torch release (MIGRATION.md: "PyTorch 2.1.0 with the matching torch_npu").
+is built for exactly one torch release (docs/MIGRATION.md: "PyTorch 2.1.0 with the matching torch_npu").
 
 How to fix: install the majority version on the node named (`pip install torch_npu==<version>`,
 or the CANN toolkit / driver package of the other nodes); pick versions from the release-note table

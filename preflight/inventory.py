@@ -1,4 +1,4 @@
-"""Inventory YAML -> validated `Node`s, with file:line in every error (SPEC.md "Inventory").
+"""Inventory YAML -> validated `Node`s, with file:line in every error (docs/SPEC.md §2 "Inventory").
 
 Two shapes are read: preflight's own (cluster/defaults/checks/nodes/job) and Ansible's YAML
 inventory (all/children/hosts/vars). YAML 1.1 silently turns `22:22` into 1342, `8.10` into 8.1
@@ -390,7 +390,7 @@ def _ssh_config(path: str | None) -> paramiko.SSHConfig | None:
 
 
 def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig | None) -> Node:
-    """Inventory > ~/.ssh/config > built-in defaults (SPEC.md)."""
+    """Inventory > ~/.ssh/config > built-in defaults (docs/SPEC.md §2.1)."""
     kw: dict[str, Any] = {NODE_KEYS[k][1]: v for k, v in s.items() if k != "host"}
     host = s["host"]
     if ssh_cfg is not None:

@@ -1,4 +1,4 @@
-"""The launch environment: what the training launcher will see on a node (SPEC.md).
+"""The launch environment: what the training launcher will see on a node (docs/SPEC.md §2.3).
 
 `launch_shell: exec` is the environment of a command started over SSH (our batch already runs
 that way), `login` is `bash -lc`; then the inventory's env_files are sourced in order, then its

@@ -1,4 +1,4 @@
-"""`hccn_tool` output (FORMATS.md §3), `/etc/hccn.conf`, and hccn_tool's error strings.
+"""`hccn_tool` output (docs/FORMATS.md §3), `/etc/hccn.conf`, and hccn_tool's error strings.
 
 One function per query, each taking the text of one device (`hccn_tool -i N ...`, stdout and
 stderr merged as `preflight.ascend.probes.hccn_loop` delivers it). Error outputs are recognised first by
@@ -13,7 +13,7 @@ from datetime import datetime
 
 from preflight.checkapi import ParseError
 
-# hccn_tool's error lines (DRV hccn_tool/cmd.c, tool_ops*.c; FORMATS.md §3.3-3.10), with the
+# hccn_tool's error lines (DRV hccn_tool/cmd.c, tool_ops*.c; docs/FORMATS.md §3.3-3.10), with the
 # short reason a finding quotes. Matched as substrings of one output line.
 ERRORS: tuple[tuple[str, str], ...] = (
     ("Get invalid device id.", "no such device id on this node"),

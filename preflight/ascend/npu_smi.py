@@ -1,7 +1,7 @@
 """`npu-smi` output: the `npu-smi info` table in every layout, `-t health`, `-t board`, `-m`, `-l`.
 
 Pure functions from text to frozen data; a text that is not what the tool prints raises
-ParseError quoting the line. Layouts and traps are those of FORMATS.md §1-2:
+ParseError quoting the line. Layouts and traps are those of docs/FORMATS.md §1-2:
 
 * A "Chip" (910B/910A/910ProB), B "Chip  Phy-ID" (A3), C "Chip    Device" (310/310P),
   D the 116-char wide table of npu-smi 26.0 (as B, plus a 6th process column).
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 from preflight.checkapi import ParseError
 
-# Header row 2, first cell -> layout name (FORMATS.md §1.1). Detected from text, never from width.
+# Header row 2, first cell -> layout name (docs/FORMATS.md §1.1). Detected from text, never from width.
 LAYOUTS: dict[tuple[str, ...], str] = {
     ("Chip",): "chip",
     ("Chip", "Phy-ID"): "phy-id",
     ("Chip", "Device"): "device",
 }
-# Lines npu-smi prints instead of a table, with what they mean (FORMATS.md §1.5, FAILURES.md 1-2).
+# Lines npu-smi prints instead of a table, with what they mean (docs/FORMATS.md §1.5, docs/FAILURES.md rows 1-2).
 KNOWN_ERRORS: tuple[tuple[str, str], ...] = (
     ("because the device is used", "the NPU is held by another (non-privileged) container"),
     ("dcmi module initialize failed", "the driver's DCMI interface failed to initialise"),
@@ -57,7 +57,7 @@ class Chip:
 
     @property
     def logical_id(self) -> int:
-        """The id hccn_tool -i and ASCEND_RT_VISIBLE_DEVICES use (SPEC.md): Phy-ID, Device, else NPU."""
+        """The id hccn_tool -i and ASCEND_RT_VISIBLE_DEVICES use (docs/SPEC.md §4.2): Phy-ID, Device, else NPU."""
         if self.phy_id is not None:
             return self.phy_id
         if self.device is not None:
@@ -210,7 +210,7 @@ def parse_info(text: str) -> InfoTable:
 
 def parse_pairs(text: str) -> list[tuple[str, str]]:
     """TAB-indented `Key<pad> : value` lines in order. A line with an empty key (`\\t<pad> : text`)
-    continues the previous value (multi-line `Error Information`, FORMATS.md §2.2)."""
+    continues the previous value (multi-line `Error Information`, docs/FORMATS.md §2.2)."""
     pairs: list[tuple[str, str]] = []
     for line in text.splitlines():
         if not line.strip():
@@ -279,7 +279,7 @@ class MapRow:
 
 def parse_mapping(text: str) -> tuple[MapRow, ...]:
     """`npu-smi info -m`: rows with a Chip Logic ID. Rows `<npu> 1 - Mcu` (910B, npu-smi 25.5)
-    have logic id `-` and are the board MCU, not a device: skipped (FORMATS.md §2.4)."""
+    have logic id `-` and are the board MCU, not a device: skipped (docs/FORMATS.md §2.4)."""
     rows: list[MapRow] = []
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines or not lines[0].split()[:2] == ["NPU", "ID"]:

@@ -2,7 +2,7 @@
 byte-identical (the runner runs an identical command once per node) and the device ids they use
 mean the same thing everywhere.
 
-Device ids: `hccn_tool -i` takes the logical device id SPEC.md defines: the Phy-ID column of
+Device ids: `hccn_tool -i` takes the logical device id docs/SPEC.md §4.2 defines: the Phy-ID column of
 `npu-smi info` on A3, the Device column on 310P, the Chip Logic ID of `npu-smi info -m` elsewhere
 (on A2/A1 hosts that equals the NPU id of the table, which is what `logical_devices` uses unless
 it is handed the `-m` output). When npu-smi gave nothing readable: range(node.devices).

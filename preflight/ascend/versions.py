@@ -14,7 +14,7 @@ def parse_info(text: str) -> dict[str, str]:
     return info
 
 
-# ---- compatibility fields (FORMATS.md §4) -------------------------------------------------------
+# ---- compatibility fields (docs/FORMATS.md §4) -------------------------------------------------------
 
 
 def parse_ranges(value: str) -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: int | None) -> 
 @click.option("--max-cp", type=int, default=1, show_default=True, callback=_positive, help="Largest context-parallel size listed.")
 @click.option("--base-lr", type=float, help="Learning rate tuned at --base-dp; shows lr for each layout's dp.")
 @click.option("--base-dp", type=int, default=1, show_default=True, callback=_positive, help="Data-parallel size the base lr was tuned at.")
-@click.option("--templates-only", is_flag=True, help="List only layouts that are MIGRATION.md templates.")
+@click.option("--templates-only", is_flag=True, help="List only layouts that are docs/MIGRATION.md templates.")
 def plan(nodes: int, devices_per_node: int, layers: int | None, heads: int | None, experts: int | None,
          max_cp: int, base_lr: float | None, base_dp: int, templates_only: bool) -> None:
     """List valid (tp, pp, cp, ep, dp) layouts; mark the migration templates among them."""
@@ -56,4 +56,4 @@ def plan(nodes: int, devices_per_node: int, layers: int | None, heads: int | Non
     console.print(table, markup=False)
     console.print(f"{len(rows)} valid layouts (tp within a node; cp <= {max_cp}).", markup=False)
     if base_lr is not None:
-        console.print("lr_new = base_lr * sqrt(dp_new / dp_base) (MIGRATION.md)", markup=False)
+        console.print("lr_new = base_lr * sqrt(dp_new / dp_base) (docs/MIGRATION.md)", markup=False)

@@ -1,4 +1,4 @@
-"""SPEC.md's blame rule for cluster checks, as two pure functions any cluster check can reuse.
+"""docs/SPEC.md §3.1: the blame rule for cluster checks, as two pure functions any cluster check can reuse.
 
 SPEC: "Blame goes to what the failures have in common: a node (or device) that fails with most of its
 peers is blamed alone; an isolated bad pair names both ends; a disagreement without a majority (two

@@ -1,4 +1,4 @@
-"""Which interfaces HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME select (ENV.md).
+"""Which interfaces HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME select (docs/ENV.md §A.2).
 
 HCCL and NCCL share one syntax: a comma list of name *prefixes*; a leading `^` excludes the list, a
 leading `=` makes the names exact, `^=` excludes exact names (`HCCL_SOCKET_IFNAME==eth0,endvnic`, the

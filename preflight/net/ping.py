@@ -4,7 +4,7 @@ iputils:  `2 packets transmitted, 0 received, +1 errors, 100% packet loss, time 
           `rtt min/avg/max/mdev = 0.048/0.099/0.150/0.051 ms`
 busybox:  `2 packets transmitted, 2 packets received, 0% packet loss`
           `round-trip min/avg/max = 0.048/0.099/0.150 ms`
-hccn_tool (inferred, FORMATS.md 3.5): `3 packets transmitted, 3 received, 0.00% packet loss`
+hccn_tool (inferred, docs/FORMATS.md §3.5): `3 packets transmitted, 3 received, 0.00% packet loss`
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Pure functions shared by the `plan.parallel` check (is the inventory's `job:` layout valid?) and
 the `preflight plan` command (which layouts are valid for N nodes x D devices?). The rules are
-Megatron-core's (MIGRATION.md "Megatron's general rules" plus its expert layout):
+Megatron-core's (docs/MIGRATION.md §1.5 "Megatron's general rules" plus its expert layout):
 
     world % (tp*pp*cp) == 0,  dp = world / (tp*pp*cp)
     num_layers % pp == 0,  heads % tp == 0
@@ -123,21 +123,21 @@ def enumerate_layouts(nodes: int, per_node: int, model: Model = Model(), max_cp:
 
 @dataclass(frozen=True)
 class Template:
-    """One row of MIGRATION.md's multi-node templates (Ascend column)."""
+    """One row of docs/MIGRATION.md's multi-node templates (Ascend column)."""
 
     nodes: int
     cards: int
     pp: int
     tp: tuple[int, ...]
     ep: tuple[int, ...] = (1,)
-    source: str = "MIGRATION.md, multi-node templates (TP Ascend column)"
+    source: str = "docs/MIGRATION.md, multi-node templates (TP Ascend column)"
 
     def matches(self, nodes: int, world: int, layout: Layout) -> bool:
         return (nodes, world) == (self.nodes, self.cards) and layout.pp == self.pp and layout.cp == 1 \
             and layout.tp in self.tp and layout.ep in self.ep
 
 
-# MIGRATION.md: | nodes | cards | PP | TP NVIDIA | TP Ascend | EP |
+# docs/MIGRATION.md §1.2: | nodes | cards | PP | TP NVIDIA | TP Ascend | EP |
 #   | 1 | 8 | 1 | 8 | 8 | 1 |  | 2 | 16 | 2 | 8 | 8 | 1 |  | 4 | 32 | 4 | 8 | 4 or 8 | 1–8 |  | 8 | 64 | 8 | 8 | 8 | 1–8 |
 MIGRATION_TEMPLATES: tuple[Template, ...] = (
     Template(1, 8, 1, (8,)),
@@ -152,7 +152,7 @@ def template_for(nodes: int, world: int, layout: Layout) -> Template | None:
 
 
 def rescaled_lr(base_lr: float, dp_new: int, dp_base: int) -> float:
-    """MIGRATION.md: lr_new = base_lr * sqrt(dp_new / dp_base) when the data-parallel size changes."""
+    """docs/MIGRATION.md §1.3: lr_new = base_lr * sqrt(dp_new / dp_base) when the data-parallel size changes."""
     if dp_base < 1 or dp_new < 1:
         raise ValueError(f"data-parallel sizes must be >= 1 (dp_new={dp_new}, dp_base={dp_base})")
     return base_lr * math.sqrt(dp_new / dp_base)
@@ -163,12 +163,12 @@ class Visible:
     """What ASCEND_RT_VISIBLE_DEVICES leaves visible on a node."""
 
     ids: tuple[int, ...]
-    ignored: str = ""  # the tail the runtime stops reading at (ENV.md)
+    ignored: str = ""  # the tail the runtime stops reading at (docs/ENV.md §A.10)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def visible_devices(value: str | None, devices: int) -> Visible:
-    """Apply ENV.md's ASCEND_RT_VISIBLE_DEVICES rules: comma-separated logical ids, ascending only;
+    """Apply docs/ENV.md §A.10: the ASCEND_RT_VISIBLE_DEVICES rules: comma-separated logical ids, ascending only;
     parsing stops at the first invalid character or id ("1, 2,3" -> only 1; "1,3,8" on an
     8-device host -> 1,3). Unset or empty: all `devices` are visible."""
     if value is None or value == "":

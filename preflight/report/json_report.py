@@ -1,4 +1,4 @@
-"""The JSON report, exactly as SPEC.md fixes it (schema preflight.report/1)."""
+"""The JSON report, exactly as docs/SPEC.md §5 fixes it (schema preflight.report/1)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""JUnit XML: one testcase per (check, node), classname `preflight.<check>` (CONVENTIONS 10).
+"""JUnit XML: one testcase per (check, node), classname `preflight.<check>` (docs/SPEC.md §6.2).
 
 fail -> <failure>, error (could not tell) -> <error>, skip -> <skipped>; XML-illegal characters from
 node output are dropped so CI servers can always parse the file.

@@ -127,7 +127,7 @@ def families(report: Report, busy: Iterable[str] = ()) -> _Families:
                     "disruptively)", {"node": n.name}, 1 if n.name in busy else 0)
     fam.add("preflight_last_run_timestamp_seconds", "When the last preflight run finished (Unix time)", {},
             _epoch(report.finished_at))
-    fam.add("preflight_run_exit_code", "Exit code of the last run (SPEC.md: 0 ready, 1 not ready, 3 incomplete)",
+    fam.add("preflight_run_exit_code", "Exit code of the last run (docs/SPEC.md: 0 ready, 1 not ready, 3 incomplete)",
             {}, report.exit_code)
     for r in report.results:
         for m in r.details.get("metrics") or ():

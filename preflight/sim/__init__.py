@@ -40,7 +40,7 @@ addresses are 127.19.x.y; device_drop/device_net_down need netns mode.
 State-file layout (<dir>/)
 --------------------------
     record.json            everything made: PIDs (+ start time), namespaces, links, host dirs, nodes
-    inventory.yaml         SPEC.md inventory: user root, identity_file, known_hosts, host_key_policy strict,
+    inventory.yaml         docs/SPEC.md inventory: user root, identity_file, known_hosts, host_key_policy strict,
                            devices, ascend_home, env (HCCL_IF_IP per node, MASTER_ADDR = first node,
                            MASTER_PORT "29500", GLOO/HCCL_SOCKET_IFNAME = eth0), env_files [set_env.sh], paths
     known_hosts            one line per node host key

@@ -1,4 +1,4 @@
-"""Write the inventory (SPEC.md format) and known_hosts for a running simulated cluster."""
+"""Write the inventory (docs/SPEC.md format) and known_hosts for a running simulated cluster."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,7 +2,7 @@
 
 Same split as npu-smi: Python renders once per state change, the sh script `cat`s. `-ping` is the
 exception: it really pings (see tools/hccn_tool), so only its header and body grammar live there.
-Grammar: ../shared/docs/FORMATS.md section 3.
+Grammar: docs/FORMATS.md §3.
 """
 from __future__ import annotations
 

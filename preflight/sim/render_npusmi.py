@@ -2,7 +2,7 @@
 
 Rendering happens in Python once per state change; the simulated `npu-smi` (a POSIX sh script)
 only `cat`s the result, so a call costs a few ms of CPU even with 128 nodes probing at once.
-Grammar: ../shared/docs/FORMATS.md sections 1 and 2; the widths were measured on the fixtures.
+Grammar: docs/FORMATS.md §1 and §2; the widths were measured on the fixtures.
 Text marked `# inferred` has no verbatim sample: it follows the grammar, not a capture.
 """
 from __future__ import annotations

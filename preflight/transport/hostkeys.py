@@ -1,4 +1,4 @@
-"""Host-key verification: known_hosts read once per file, strict by default (SPEC.md, CONVENTIONS 20).
+"""Host-key verification: known_hosts read once per file, strict by default (docs/SPEC.md §2.6).
 
 `strict` rejects unknown and changed keys; `accept-new` records unknown keys (atomically, mode kept)
 and still rejects changed ones; `off` accepts anything and is only used when asked for.

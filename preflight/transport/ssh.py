@@ -1,7 +1,7 @@
 """SSH transport on paramiko: one connection per node, one exec per batch.
 
 Why not SSHClient: we open the socket ourselves to set TCP_NODELAY (paramiko does not, and each
-channel then stalls ~40 ms, PERFORMANCE.md), keep connect, banner and auth timeouts apart, verify
+channel then stalls ~40 ms, docs/PERFORMANCE.md), keep connect, banner and auth timeouts apart, verify
 host keys against a known_hosts parsed once, and never prompt (BatchMode semantics).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""npu-smi parsers on every real sample (tests/fixtures/ascend), plus the traps of FORMATS.md §1.4."""
+"""npu-smi parsers on every real sample (tests/fixtures/ascend), plus the traps of docs/FORMATS.md §1.4."""
 from __future__ import annotations
 
 import pytest
@@ -66,7 +66,7 @@ def test_wide_table_process_has_container_pid_and_versions():
 
 
 def test_non_contiguous_npu_ids():
-    # Derived from the 910B1 sample by renumbering NPU cells (FORMATS.md §1.4 trap 5: ids 0, 96, 32768, 32896).
+    # Derived from the 910B1 sample by renumbering NPU cells (docs/FORMATS.md §1.4 trap 5: ids 0, 96, 32768, 32896).
     text = table_text("npu-smi_info__910B1_8card_idle_npu-smi24.1.0__vllm-ascend-4037.txt")
     text = text.replace("| 1     910B1  ", "| 96    910B1  ")
     assert [c.npu for c in npu_smi.parse_info(text).chips][:3] == [0, 96, 2]

@@ -1,4 +1,4 @@
-"""Version files and compatibility fields (FORMATS.md §4) on the real samples."""
+"""Version files and compatibility fields (docs/FORMATS.md §4) on the real samples."""
 from __future__ import annotations
 
 import pytest

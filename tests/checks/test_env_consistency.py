@@ -13,7 +13,7 @@ TLS = fixture_body("hccn_tool_-tls_-g_grep_switch__mindcluster-doc.txt")  # tls 
 FEC_RS = fixture_body("hccn_tool_-fec_-g__rs_FEC__mindcluster-doc.txt")
 FEC_NO = fixture_body("hccn_tool_-fec_-g__no_FEC__mindcluster-fixture.txt")
 NPU_SMI = fixture_body("npu-smi_info__910B3_8card_1proc__vllm-ascend-6512.txt")
-# `tls switch[1]`: the same DRV format string as the sample with the enabled value (FORMATS.md 3.8).
+# `tls switch[1]`: the same DRV format string as the sample with the enabled value (docs/FORMATS.md §3.8).
 TLS_ON = TLS.replace("tls switch[0]", "tls switch[1]")
 
 

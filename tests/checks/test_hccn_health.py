@@ -27,7 +27,7 @@ def test_samples(name, status):
     ("Unknown", Status.FAIL), ("Time exceeded", Status.FAIL),
 ])
 def test_verdict_table(value, status):
-    # Status strings from the DRV g_net_health_status table (FORMATS.md §3.2).
+    # Status strings from the DRV g_net_health_status table (docs/FORMATS.md §3.2).
     [f] = run(same(f"net health status: {value}\n"))
     assert f.status is status
 

@@ -8,7 +8,7 @@ from tests.checks.ascend_helpers import A3, MISSING, P310, loop, node, same, smi
 from tests.support import fixture_body, fixture_names
 
 UP = fixture_body("hccn_tool_-link_-g__UP__mindcluster-doc.txt")
-# A -link_stat with one link-up and no records, from the grammar of FORMATS.md §3.6 (`... : NA`).
+# A -link_stat with one link-up and no records, from the grammar of docs/FORMATS.md §3.6 (`... : NA`).
 STABLE = ("[devid 0]current time        : Wed Aug  2 03:36:43 2022\n[devid 0]link up count       : 1\n"
           "[devid 0]link change records : NA\n")
 

@@ -1,6 +1,6 @@
 """hccn.ping_mesh: pair plan, the per-device serial script (against a fake hccn_tool), and blame.
 
-The -ping body has no verbatim sample (FORMATS.md 3.5 "Not found"): the bodies below follow the
+The -ping body has no verbatim sample (docs/FORMATS.md §3.5, §5): the bodies below follow the
 inferred grammar given there: `device N PING <ip>` then `N packets transmitted, N received, X% packet
 loss`, or one of the failure substrings the driver checks for.
 """

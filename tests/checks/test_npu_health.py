@@ -34,7 +34,7 @@ def test_every_table_sample(name):
 
 
 def with_health(name, npu_row, value):
-    """A sample with one Health cell changed (the table has no raw non-OK paste: FORMATS.md §5)."""
+    """A sample with one Health cell changed (the table has no raw non-OK paste: docs/FORMATS.md §5)."""
     return table(name).replace(npu_row, npu_row.replace("| OK    ", f"| {value:<6}"), 1)
 
 

@@ -1,7 +1,7 @@
 """smoke.allreduce, pure: node choice, quoting, and verdicts on recorded rank lines and failure texts.
 
 The JSON lines are the worker's real output shape (recorded from a 2-process gloo run with CPU
-torch 2.13); the error texts are verbatim from FAILURES.md and from torch's own messages. The last
+torch 2.13); the error texts are verbatim from docs/FAILURES.md and from torch's own messages. The last
 test runs the real worker script twice on this machine (skipped without torch).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC.md's blame rule: majority values with outliers, and pair failures peeled worst first."""
+"""docs/SPEC.md §3.1, the blame rule: majority values with outliers, and pair failures peeled worst first."""
 from itertools import combinations
 
 from preflight.net.blame import blame_pairs, consensus, pair_key

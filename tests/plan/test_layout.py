@@ -99,8 +99,8 @@ def test_lr_rescaling():
     (None, 8, tuple(range(8)), ""),
     ("", 4, (0, 1, 2, 3), ""),
     ("0,1,2,3", 8, (0, 1, 2, 3), ""),
-    ("1, 2,3", 8, (1,), " 2,3"),      # ENV.md: parsing stops at the first invalid character
-    ("1,3,8", 8, (1, 3), "8"),        # ENV.md: an id >= device count stops it
+    ("1, 2,3", 8, (1,), " 2,3"),      # docs/ENV.md §A.10: parsing stops at the first invalid character
+    ("1,3,8", 8, (1, 3), "8"),        # docs/ENV.md §A.10: an id >= device count stops it
     ("3,1", 8, (3,), "1"),            # ascending only
 ])
 def test_visible_devices(value, devices, ids, ignored):
