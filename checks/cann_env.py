@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight import launchenv
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, first_line, passed, q, require_ok
+from preflight.checkapi import CommandOutput, Finding, ParseError, Status, passed, q, require_ok
 from preflight.ascend import versions
 
 ID = "cann.env"

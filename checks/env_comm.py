@@ -29,7 +29,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from preflight import launchenv

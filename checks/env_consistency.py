@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, ParseError, Status
 from preflight.model import worst
@@ -73,7 +74,7 @@ def probes(node, params) -> dict[str, str]:
 def followup(outputs, node, params):
     if getattr(node, "backend", "auto") == "nvidia":
         return {}
-    return ascend.hccn_followup(outputs, node, QUERIES)
+    return common.hccn_followup(outputs, node, QUERIES)
 
 
 def clock_offset(out: CommandOutput | None) -> float | None:
@@ -95,7 +96,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     offset = clock_offset(outputs.get(CLOCK_PROBE))
     if ascend.NPU_SMI_PROBE not in outputs:
         return Facts(offset, hccn_note="not an Ascend node")
-    run = ascend.read_hccn(outputs, QUERIES)
+    run = common.read_hccn(outputs, QUERIES)
     if run.skip or run.missing_tool:
         return Facts(offset, chips=run.chips, hccn_note=run.skip or f"hccn_tool not found at {run.missing_tool}")
     tls = {d: _read(o, hccn.parse_tls_switch) for d, o in run.outputs["tls"].items()}
@@ -104,7 +105,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
 
 
 def _read(out: CommandOutput, parser) -> Any:
-    err = ascend.device_error(out)
+    err = common.device_error(out)
     return f"error: {err[1]}" if err else parser(out.stdout)
 
 
@@ -310,7 +311,7 @@ def _node_finding(node: str, problems: list[Problem], ctx: ClusterContext) -> Fi
     details: dict[str, Any] = {"problems": [p.message for p in problems]}
     if devices:
         details["failed_devices"] = devices
-        details["devices"] = [ascend.device_ref(d, chips) for d in devices]
+        details["devices"] = [common.device_ref(d, chips) for d in devices]
     fix = "; ".join(dict.fromkeys(p.remediation for p in problems if p.status is status))
     return Finding(status, "; ".join(p.message for p in problems), details, fix, node=node)
 

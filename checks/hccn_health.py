@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight.ascend import probes as ascend
+from preflight.ascend import hccn_common as common
 from preflight.checkapi import CommandOutput, Finding, Status, passed
 from preflight.model import worst
 from preflight.ascend import hccn
@@ -51,27 +51,23 @@ class Facts:
     chips: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
-def probes(node, params) -> dict[str, str]:
-    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO}
+probes = common.probes  # round 1: the shared npu-smi table
 
 
 def followup(outputs, node, params):
-    return ascend.hccn_followup(outputs, node, QUERIES)
+    return common.hccn_followup(outputs, node, QUERIES)
 
 
 def _device(out: CommandOutput) -> DeviceHealth:
-    err = ascend.device_error(out)
+    err = common.device_error(out)
     if err:
-        return DeviceHealth(None, err[0], ascend.is_unsupported(err[1]))
+        return DeviceHealth(None, err[0], common.is_unsupported(err[1]))
     return DeviceHealth(hccn.parse_net_health(out.stdout))
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    run = ascend.read_hccn(outputs, QUERIES)
-    if run.skip or run.missing_tool:
-        return Facts(run.skip, run.missing_tool, chips=run.chips)
-    per_dev = ascend.loop_devices(run, outputs, "net_health", "-net_health -g")
-    return Facts(None, None, {d: _device(o) for d, o in per_dev.items()}, run.chips)
+    run, devices = common.read_devices(outputs, QUERIES, "net_health", "-net_health -g", _device)
+    return Facts(run.skip, run.missing_tool, devices, run.chips)
 
 
 def verdict(status: str) -> Status:
@@ -86,7 +82,7 @@ def _problem(dev: DeviceHealth) -> tuple[Status, str] | None:
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    frame = ascend.frame_findings(facts, node)
+    frame = common.frame_findings(facts, node)
     if frame:
         return frame
     bad = {i: p for i, d in facts.devices.items() if (p := _problem(d))}
@@ -100,4 +96,4 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
            f"Check link, IP and detect IP of device(s) {ids}: `for i in {ids}; do {node.hccn_tool} -i $i "
            f"-link -g; {node.hccn_tool} -i $i -ip -g; {node.hccn_tool} -i $i -netdetect -g; done`, "
            f"then fix the cable/switch port or set the detect IP with -netdetect -s address <ip>")
-    return [ascend.device_finding(status, {i: m for i, (_, m) in bad.items()}, facts.chips, fix)]
+    return [common.device_finding(status, {i: m for i, (_, m) in bad.items()}, facts.chips, fix)]

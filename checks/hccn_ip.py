@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, passed
+from preflight.checkapi import CommandOutput, Finding, Status, first_line, passed, require_ok, tool_failure
 from preflight.ascend import hccn
 
 ID = "hccn.ip"
@@ -48,28 +49,35 @@ class Facts:
     devices: dict[int, DeviceIp] = field(default_factory=dict)
     conf_present: bool = False
     chips: dict[int, tuple[int, int]] = field(default_factory=dict)
+    conf_error: str | None = None  # /etc/hccn.conf exists but could not be read: what cat said
+
+
+class UnreadableConf(Exception):
+    """/etc/hccn.conf exists and `cat` failed on it (a fault of the node, not unreadable output)."""
 
 
 def probes(node, params) -> dict[str, str]:
-    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO, CONF_PROBE: ascend.HCCN_CONF_CAT}
+    return {**common.probes(node, params), CONF_PROBE: ascend.HCCN_CONF_CAT}
 
 
 def followup(outputs, node, params):
-    return ascend.hccn_followup(outputs, node, QUERIES)
+    return common.hccn_followup(outputs, node, QUERIES)
 
 
 def _conf(out: CommandOutput | None) -> dict[int, dict[str, str]] | None:
     """hccn.conf entries, None when the file does not exist."""
     if out is None or out.stdout.startswith(ABSENT):
         return None
+    if out.timed_out or out.error:
+        require_ok(out, f"cat {ascend.HCCN_CONF}")
     if out.rc != 0:
-        raise ParseError(f"{ascend.HCCN_CONF}: exists but cannot be read", out.stderr or out.stdout)
+        raise UnreadableConf(first_line(out.stderr or out.stdout) or f"exit code {out.rc}")
     return hccn.parse_hccn_conf(out.stdout)
 
 
 def _device(out: CommandOutput, conf: dict[str, str]) -> DeviceIp:
     extra = {"conf_address": conf.get("address"), "conf_netmask": conf.get("netmask")}
-    err = ascend.device_error(out)
+    err = common.device_error(out)
     if err:
         return DeviceIp(None, None, error=err[0], **extra)
     ipconf = hccn.parse_ip(out.stdout)
@@ -77,13 +85,15 @@ def _device(out: CommandOutput, conf: dict[str, str]) -> DeviceIp:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    run = ascend.read_hccn(outputs, QUERIES)
-    conf = _conf(outputs.get(CONF_PROBE))
+    try:
+        conf, conf_error = _conf(outputs.get(CONF_PROBE)), None
+    except UnreadableConf as exc:
+        conf, conf_error = None, str(exc)
+    run, devices = common.read_devices(outputs, QUERIES, "ip", "-ip -g", lambda out: out)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
-    per_dev = ascend.loop_devices(run, outputs, "ip", "-ip -g")
-    devices = {d: _device(o, (conf or {}).get(d, {})) for d, o in per_dev.items()}
-    return Facts(None, None, devices, conf is not None, run.chips)
+    devices = {d: _device(o, (conf or {}).get(d, {})) for d, o in devices.items()}
+    return Facts(None, None, devices, conf is not None, run.chips, conf_error)
 
 
 def _problem(dev: DeviceIp, conf_present: bool) -> str | None:
@@ -102,16 +112,21 @@ def _problem(dev: DeviceIp, conf_present: bool) -> str | None:
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    frame = ascend.frame_findings(facts, node)
+    frame = common.frame_findings(facts, node)
     if frame:
         return frame
     ips = {str(i): d.ip for i, d in facts.devices.items()}
     bad = {i: p for i, d in facts.devices.items() if (p := _problem(d, facts.conf_present))}
+    conf = [tool_failure(f"{ascend.HCCN_CONF} exists but cannot be read: {facts.conf_error}", path=ascend.HCCN_CONF,
+                         remediation=f"Make {ascend.HCCN_CONF} readable (`chmod 644 {ascend.HCCN_CONF}`, owner root): "
+                                     f"the device network is configured from it at boot")] if facts.conf_error else []
+    if conf and not bad:
+        return conf
     if not bad:
         where = f", matching {ascend.HCCN_CONF}" if facts.conf_present else ""
         return [passed(f"{len(facts.devices)} devices have an IP and netmask{where}", ips=ips)]
     ids = " ".join(str(i) for i in bad)
-    return [ascend.device_finding(Status.FAIL, bad, facts.chips, ips=ips, remediation=(
+    return conf + [common.device_finding(Status.FAIL, bad, facts.chips, ips=ips, remediation=(
         f"Set the IP of device(s) {ids} with `{node.hccn_tool} -i N -ip -s address <ip> "
         f"netmask <mask>` and make {ascend.HCCN_CONF} agree (address_N=<ip>, "
         f"netmask_N=<mask>); check with `{node.hccn_tool} -i N -ip -g`"))]

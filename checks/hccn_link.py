@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Mapping
 
-from preflight.ascend import probes as ascend
+from preflight.ascend import hccn_common as common
 from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed
 from preflight.model import worst
 from preflight.ascend import hccn
@@ -42,6 +42,7 @@ class DeviceLink:
     up_count: int | None = None  # from -link_stat; None when that query gave nothing
     down_records: tuple[str, ...] = ()  # "Tue Aug  1 14:44:40 2022" of LINK DOWN records
     recent_down_hours: float | None = None  # age of the newest LINK DOWN record, node clock
+    stat_error: str | None = None  # -link_stat's own error line (not a "not supported" answer)
 
 
 @dataclass(frozen=True)
@@ -52,39 +53,39 @@ class Facts:
     chips: dict[int, tuple[int, int]] = field(default_factory=dict)  # device -> (npu, chip)
 
 
-def probes(node, params) -> dict[str, str]:
-    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO}
+probes = common.probes  # round 1: the shared npu-smi table
 
 
 def followup(outputs, node, params):
-    return ascend.hccn_followup(outputs, node, QUERIES)
+    return common.hccn_followup(outputs, node, QUERIES)
 
 
-def _stat(out: CommandOutput | None) -> tuple[int | None, tuple[str, ...], float | None]:
-    if out is None or ascend.device_error(out):
-        return None, (), None  # -link_stat unsupported on old drivers: no flap data, not a failure
+def _stat(out: CommandOutput | None) -> tuple[int | None, tuple[str, ...], float | None, str | None]:
+    """(link-up count, LINK DOWN records newest first, age of the newest in hours, error line)."""
+    err = common.device_error(out) if out is not None else None
+    if out is None or err:
+        # -link_stat is "not supported" on old drivers: no flap data, not a failure; any other
+        # error line is the tool failing on that device (docs/writing-a-check.md §4)
+        return None, (), None, (err[0] if err and not common.is_unsupported(err[1]) else None)
     stat = hccn.parse_link_stat(out.stdout)
     downs = [(when, raw) for when, what, raw in stat.records if what == "DOWN"]
     newest = max(downs, default=None)
     age = (stat.current_time - newest[0]) / timedelta(hours=1) if newest else None
-    return stat.up_count, tuple(raw for _, raw in sorted(downs, reverse=True)), age
+    return stat.up_count, tuple(raw for _, raw in sorted(downs, reverse=True)), age, None
 
 
 def _device(link: CommandOutput, stat: CommandOutput | None) -> DeviceLink:
-    err = ascend.device_error(link)
+    err = common.device_error(link)
     if err:
-        return DeviceLink(None, error=err[0], unsupported=ascend.is_unsupported(err[1]))
-    up_count, downs, age = _stat(stat)
+        return DeviceLink(None, error=err[0], unsupported=common.is_unsupported(err[1]))
+    up_count, downs, age, stat_error = _stat(stat)
     return DeviceLink(hccn.parse_link(link.stdout), up_count=up_count, down_records=downs,
-                      recent_down_hours=age)
+                      recent_down_hours=age, stat_error=stat_error)
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    run = ascend.read_hccn(outputs, QUERIES)
-    if run.skip or run.missing_tool:
-        return Facts(run.skip, run.missing_tool, chips=run.chips)
-    links, stats = ascend.loop_devices(run, outputs, "link", "-link -g"), run.outputs["link_stat"]
-    return Facts(None, None, {d: _device(o, stats.get(d)) for d, o in links.items()}, run.chips)
+    run, devices = common.read_devices(outputs, QUERIES, "link", "-link -g", _device, "link_stat")
+    return Facts(run.skip, run.missing_tool, devices, run.chips)
 
 
 def _problems(dev: DeviceLink, params) -> tuple[Status, str] | None:
@@ -93,6 +94,8 @@ def _problems(dev: DeviceLink, params) -> tuple[Status, str] | None:
         return Status.FAIL, f"hccn_tool failed: {dev.error}"
     if dev.status == "DOWN":
         return Status.FAIL, "link DOWN, expected UP"
+    if dev.stat_error:
+        return Status.FAIL, f"hccn_tool -link_stat failed: {dev.stat_error}"
     if dev.up_count is not None and dev.up_count > params["max_link_up_count"]:
         return Status.WARN, (f"link flapping: {dev.up_count} link-up events, expected at most "
                              f"{params['max_link_up_count']}")
@@ -103,16 +106,20 @@ def _problems(dev: DeviceLink, params) -> tuple[Status, str] | None:
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    frame = ascend.frame_findings(facts, node)
+    frame = common.frame_findings(facts, node)
     if frame:
         return frame
     metrics = [Metric("link_up_count", d.up_count, "", {"device": str(i)}).to_dict()
                for i, d in facts.devices.items() if d.up_count is not None]
     bad = {i: p for i, d in facts.devices.items() if (p := _problems(d, params))}
+    unsupported = [i for i, d in facts.devices.items() if d.unsupported]
     if not bad:
-        return [passed(f"{len(facts.devices)} devices: RoCE link UP, no flapping", metrics=metrics)]
+        judged = len(facts.devices) - len(unsupported)
+        extra = {"unsupported_devices": unsupported} if unsupported else {}
+        note = f" ({len(unsupported)} answered 'not supported': {' '.join(map(str, unsupported))})" if unsupported else ""
+        return [passed(f"{judged} devices: RoCE link UP, no flapping{note}", metrics=metrics, **extra)]
     ids = " ".join(str(i) for i in bad)
-    return [ascend.device_finding(worst(s for s, _ in bad.values()), {i: m for i, (_, m) in bad.items()},
+    return [common.device_finding(worst(s for s, _ in bad.values()), {i: m for i, (_, m) in bad.items()},
                                   facts.chips, metrics=metrics, remediation=(
         f"Check the cable, optical module and switch port of device(s) {ids}: run "
         f"`for i in {ids}; do {node.hccn_tool} -i $i -link -g; {node.hccn_tool} -i $i "

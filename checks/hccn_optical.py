@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed, skipped
+from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, first_line, passed, skipped
 from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
@@ -51,46 +52,49 @@ class Facts:
     skip: str | None
     missing_tool: str | None
     board_id: str | None = None  # of the first NPU, from npu-smi info -t board
+    board_error: str | None = None  # why the board id could not be read (the POD exemption then not applied)
     devices: dict[int, DeviceOptical] = field(default_factory=dict)
     chips: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
-def probes(node, params) -> dict[str, str]:
-    return {ascend.NPU_SMI_PROBE: ascend.NPU_SMI_INFO}
+probes = common.probes  # round 1: the shared npu-smi table
 
 
 def followup(outputs, node, params):
-    round2 = ascend.hccn_followup(outputs, node, QUERIES)
-    table = ascend.table_or_none(ascend._stdout(outputs.get(ascend.NPU_SMI_PROBE)))
+    round2 = common.hccn_followup(outputs, node, QUERIES)
+    table = ascend.table_or_none(ascend.stdout_if_ok(outputs.get(ascend.NPU_SMI_PROBE)))
     if round2 and table and table.chips:
         round2[BOARD_PROBE] = ascend.npu_smi_board(table.chips[0].npu)
     return round2
 
 
-def _board_id(out: CommandOutput | None) -> str | None:
-    if out is None or out.rc != 0:
-        return None
+def _board_id(out: CommandOutput | None) -> tuple[str | None, str | None]:
+    """(Board ID, why it could not be read). A refinement only: when npu-smi cannot say, the
+    modules are judged as on any board, and the result says the POD exemption was not checked."""
+    if out is None:
+        return None, None
+    if out.rc != 0:
+        return None, f"npu-smi info -t board failed: {first_line(out.stdout or out.stderr) or f'exit code {out.rc}'}"
     try:
-        return npu_smi.parse_board(out.stdout).get("Board ID")
-    except ParseError:
-        return None
+        return npu_smi.parse_board(out.stdout).get("Board ID"), None
+    except ParseError as exc:
+        return None, f"npu-smi info -t board: {exc.message}"
 
 
 def _device(out: CommandOutput) -> DeviceOptical:
-    err = ascend.device_error(out)
+    err = common.device_error(out)
     if err:
-        return DeviceOptical(None, err[0], ascend.is_unsupported(err[1]),
+        return DeviceOptical(None, err[0], common.is_unsupported(err[1]),
                              not_present_error="not present" in err[0])
     return DeviceOptical(hccn.parse_optical(out.stdout))
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    run = ascend.read_hccn(outputs, QUERIES)
+    run, devices = common.read_devices(outputs, QUERIES, "optical", "-optical -g", _device)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
-    per_dev = ascend.loop_devices(run, outputs, "optical", "-optical -g")
-    return Facts(None, None, _board_id(outputs.get(BOARD_PROBE)),
-                 {d: _device(o) for d, o in per_dev.items()}, run.chips)
+    board, board_error = _board_id(outputs.get(BOARD_PROBE))
+    return Facts(None, None, board, board_error, devices, run.chips)
 
 
 def _out_of_range(opt: hccn.Optical, table: str, prefix: str) -> list[str]:
@@ -132,21 +136,22 @@ def _metrics(facts: Facts) -> list[dict]:
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    frame = ascend.frame_findings(facts, node)
+    frame = common.frame_findings(facts, node)
     if frame:
         return frame
     if facts.board_id and facts.board_id.lower() in [b.lower() for b in params["pod_board_ids"]]:
         return [skipped(f"POD board (Board ID {facts.board_id}): no optical modules on the NPU ports")]
     metrics = _metrics(facts)
+    unread = {"board_id_unread": facts.board_error} if facts.board_error else {}
     bad = {i: p for i, d in facts.devices.items() if (p := _problems(d))}
     if not bad:
         return [passed(f"{len(facts.devices)} devices: optical module present, power within "
-                       f"thresholds, LOS/LOL clear", metrics=metrics)]
+                       f"thresholds, LOS/LOL clear", metrics=metrics, **unread)]
     status = Status.FAIL if any(s is Status.FAIL for p in bad.values() for s, _ in p) else Status.WARN
     ids = " ".join(str(i) for i in bad)
     return [Finding(status, "; ".join(f"device {i} " + ", ".join(m for _, m in p) for i, p in bad.items()), {
-        "failed_devices": list(bad), "metrics": metrics,
-        "devices": [ascend.device_ref(i, facts.chips, problems=[m for _, m in p]) for i, p in bad.items()],
+        "failed_devices": list(bad), "metrics": metrics, **unread,
+        "devices": [common.device_ref(i, facts.chips, problems=[m for _, m in p]) for i, p in bad.items()],
     }, remediation=(f"Clean or replace the fibre and optical module of device(s) {ids} (and the switch "
                     f"port's), reseat the module, then confirm with `for i in {ids}; do "
                     f"{node.hccn_tool} -i $i -optical -g; done`"))]

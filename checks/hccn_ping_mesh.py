@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Status, passed, q
 from preflight.model import worst
@@ -215,7 +216,7 @@ def _findings(status: Status, bad: list[PairResult], tested: list[PairResult], i
                f"and the switch port/ACL toward its peers; retry `{tool} -i {d0} -ping -g address <peer ip>`")
         out.append(Finding(status, f"{node}: {'; '.join(parts)}: " + "; ".join(_describe(r, ips) for r in mine[:4])
                            + (f" (+{len(mine) - 4} more)" if len(mine) > 4 else ""),
-                           {"failed_devices": sorted(devs), "devices": [ascend.device_ref(d, chips) for d in sorted(devs)],
+                           {"failed_devices": sorted(devs), "devices": [common.device_ref(d, chips) for d in sorted(devs)],
                             "pairs": [_describe(r, ips) for r in mine]}, fix, node=node))
     return out
 

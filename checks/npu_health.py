@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Status, passed, require_ok
+from preflight.checkapi import CommandOutput, Finding, Status, first_line, passed, require_ok, tool_failure
 from preflight.model import worst
 from preflight.ascend import npu_smi
 
@@ -54,6 +54,7 @@ class Facts:
     tool_error: str | None = None  # npu-smi's own failure text, quoted
     table: npu_smi.InfoTable | None = None
     health: dict[tuple[int, int], npu_smi.Health] = field(default_factory=dict)  # (npu, chip) -> -t health
+    health_errors: dict[tuple[int, int], str] = field(default_factory=dict)  # -t health's own failure line
 
     @property
     def chips(self) -> tuple[npu_smi.Chip, ...]:
@@ -70,7 +71,7 @@ def probes(node, params) -> dict[str, str]:
 
 def followup(outputs, node, params) -> dict[str, str]:
     """`-t health` only for chips that are not OK (an all-OK node costs nothing more)."""
-    table = ascend.table_or_none(ascend._stdout(outputs.get(PROBE)))
+    table = ascend.table_or_none(ascend.stdout_if_ok(outputs.get(PROBE)))
     if table is None:
         return {}
     return {f"health_{c.npu}_{c.chip}": ascend.npu_smi_health(c.npu, c.chip)
@@ -86,33 +87,36 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     if known or out.rc != 0:
         return Facts(tool_error=known or text or f"exit code {out.rc}")
     table = npu_smi.parse_info(out.stdout)
-    health = {}
+    health, health_errors = {}, {}
     for name, o in outputs.items():
         m = re.fullmatch(r"health_(\d+)_(\d+)", name)
         if m and o.rc == 0:
             health[(int(m.group(1)), int(m.group(2)))] = npu_smi.parse_health(o.stdout)
-    return Facts(table=table, health=health)
+        elif m:  # the follow-up failed: say so instead of "no error codes"
+            line = npu_smi.known_error(f"{o.stdout}\n{o.stderr}") or first_line(o.stdout or o.stderr)
+            health_errors[(int(m.group(1)), int(m.group(2)))] = line or f"exit code {o.rc}"
+    return Facts(table=table, health=health, health_errors=health_errors)
 
 
 def _tool_failure(facts: Facts, node) -> Finding:
     if facts.missing:
-        return Finding(Status.FAIL, f"npu-smi not found: looked for {ascend.NPU_SMI_PATH_HINT}",
-                       {"output": facts.tool_error, "failed_devices": []},
-                       remediation="Install the Ascend driver package (it ships /usr/local/bin/npu-smi), "
+        return tool_failure(f"npu-smi not found: looked for {ascend.NPU_SMI_PATH_HINT}",
+                            output=facts.tool_error, remediation="Install the Ascend driver package (it ships /usr/local/bin/npu-smi), "
                                    "or add its directory to PATH for non-interactive SSH shells")
     fix = next((f for needle, f in FIXES if needle in facts.tool_error),
                DEFAULT_FIX.format(home=node.ascend_home))
-    return Finding(Status.FAIL, f"npu-smi info failed: {facts.tool_error}",
-                   {"output": facts.tool_error, "failed_devices": []}, remediation=fix)
+    return tool_failure(f"npu-smi info failed: {facts.tool_error}", fix, output=facts.tool_error)
 
 
-def _chip_problem(chip: npu_smi.Chip, health: npu_smi.Health | None) -> tuple[Status, str, dict] | None:
+def _chip_problem(chip: npu_smi.Chip, health: npu_smi.Health | None,
+                  health_error: str | None = None) -> tuple[Status, str, dict] | None:
     # The table's Health and -t health's Health Status: the worse of the two counts.
     verdict = worst(VERDICTS.get(s, Status.FAIL) for s in (chip.health, health.status if health else "OK"))
     if verdict is Status.PASS:
         return None
     status = chip.health if chip.health != "OK" or not health else health.status
-    codes = " ".join(health.error_codes) if health and health.error_codes else "none reported"
+    codes = " ".join(health.error_codes) if health and health.error_codes else (
+        f"unknown (npu-smi info -t health failed: {health_error})" if health_error else "none reported")
     msg = f"device {chip.logical_id} health {status}, expected OK; error codes {codes}"
     detail = {"device": chip.logical_id, "npu": chip.npu, "chip": chip.chip, "health": status,
               "error_codes": list(health.error_codes) if health else [],
@@ -125,7 +129,8 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         return [_tool_failure(facts, node)]
     chips = facts.chips
     found = {c.logical_id for c in chips}
-    problems = [p for c in chips if (p := _chip_problem(c, facts.health.get((c.npu, c.chip))))]
+    problems = [p for c in chips if (p := _chip_problem(c, facts.health.get((c.npu, c.chip)),
+                                                         facts.health_errors.get((c.npu, c.chip))))]
     findings_msgs = [m for _, m, _ in problems]
     failed = [d["device"] for _, _, d in problems]
     status = Status.PASS

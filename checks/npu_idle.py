@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed, skipped
+from preflight.checkapi import CommandOutput, Finding, Metric, Status, first_line, passed, require_ok, tool_failure
 from preflight.ascend import npu_smi
 
 ID = "npu.idle"
 SCOPE = "node"
 GATE = True
+REQUIRES = ("npu.health",)  # npu-smi missing or failing is npu.health's red line, not a second one
 ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
 DEFAULTS = {"max_hbm_used_pct": 10.0}
@@ -34,7 +35,7 @@ PROBE = ascend.NPU_SMI_PROBE
 
 @dataclass(frozen=True)
 class Facts:
-    unavailable: str | None  # why there is no table (npu.health reports it)
+    unavailable: str | None  # npu-smi's own failure line, when it gave no table
     chips: tuple[npu_smi.Chip, ...] = ()
     processes: tuple[npu_smi.Process, ...] = ()
 
@@ -44,10 +45,10 @@ def probes(node, params) -> dict[str, str]:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    out = outputs.get(PROBE)
-    if out is None or not out.ok:
-        why = "timed out" if out is not None and out.timed_out else f"exit code {out.rc if out else None}"
-        return Facts(f"npu-smi info gave no device table ({why}); see npu.health")
+    out = require_ok(outputs.get(PROBE), ascend.NPU_SMI_INFO)  # a hang is an error, not a fail
+    if out.rc != 0:
+        said = npu_smi.known_error(f"{out.stdout}\n{out.stderr}") or first_line(out.stdout or out.stderr)
+        return Facts(f"npu-smi info failed: {said or f'exit code {out.rc}'}")
     table = npu_smi.parse_info(out.stdout)
     return Facts(None, table.chips, table.processes)
 
@@ -70,8 +71,9 @@ def _ref(chip: npu_smi.Chip, **extra) -> dict:
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    if facts.unavailable:
-        return [skipped(facts.unavailable)]
+    if facts.unavailable:  # reached only when npu.health is not selected: otherwise REQUIRES blocks
+        return [tool_failure(facts.unavailable, "Fix npu-smi first: see `preflight explain npu.health`",
+                             output=facts.unavailable)]
     by_pos = {(c.npu, c.chip): c for c in facts.chips}
     metrics = [Metric("hbm_used", c.hbm_used_mb if c.hbm_used_mb is not None else c.mem_used_mb or 0, "MB",
                       {"device": str(c.logical_id)}).to_dict() for c in facts.chips]

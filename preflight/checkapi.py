@@ -38,6 +38,12 @@ Policy (module attributes; the core reads them through the registry, never a lis
     NODE_PARAMS = ("targets",)  # cluster checks: parameters a node's own `checks:` may set; any
                                 #   other per-node parameter of a cluster check is refused at load
 
+A vendor tool that does not give its answer (docs/writing-a-check.md §4, the one rule): missing,
+or failing with its own error text, on a node that should have it, is a `fail` built by
+`tool_failure()` naming the tool, the path looked at and its first error line; `error` only when
+preflight could not tell (timeout, lost connection, output it cannot read: raise ParseError or use
+`require_ok`); `skip` never stands for a tool failure (another check owning it: REQUIRES).
+
 Probe commands are shell text run by `sh -c` on the node under a remote `timeout`; every value that
 came from the inventory or a node goes in through `q()` (shlex.quote). Identical commands from
 several checks run once. Outputs arrive as `CommandOutput` (rc is data, never an exception).
@@ -64,7 +70,7 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
 
 __all__ = [
     "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Status",
-    "q", "require_ok", "first_line", "passed", "skipped",
+    "q", "require_ok", "first_line", "passed", "skipped", "tool_failure",
 ]
 
 
@@ -103,6 +109,12 @@ class Finding:
     def __post_init__(self) -> None:
         if self.status in (Status.FAIL, Status.WARN) and not self.remediation:
             raise ValueError(f"a {self.status.value} finding needs a remediation: {self.summary}")
+
+
+def tool_failure(summary: str, remediation: str, **details: Any) -> Finding:
+    """The one shape of a vendor tool that is missing or failed with its own error: a fail of the
+    node (no device of it could be judged), naming the tool and what it said."""
+    return Finding(Status.FAIL, summary, {"failed_devices": [], **details}, remediation=remediation)
 
 
 def passed(summary: str, **details: Any) -> Finding:

@@ -130,7 +130,6 @@ def test_has_a_passing_and_a_failing_case(cid):
 @pytest.mark.parametrize("cid", IDS)
 def test_policy_is_declared_with_known_values(cid):
     """Whatever the core needs to know about a check is an attribute of the module itself."""
-    import types
 
     from preflight.checkapi import POLICY
     from preflight.registry import policy

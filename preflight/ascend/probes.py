@@ -23,11 +23,9 @@ before running anything (a missing tool is a clear fail naming the path, not a p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Iterable
 
-from ..checkapi import (CommandOutput, Finding, ParseError, Probe, Status, first_line, q, require_ok,
-                       skipped)
+from ..checkapi import (CommandOutput, ParseError, q)
 from ..node import Node
 from . import npu_smi
 
@@ -126,109 +124,9 @@ def is_inference(npu_smi_text: str | None) -> bool:
     return bool(table and table.inference)
 
 
-# ---- the common frame of the hccn.* checks ---------------------------------------------------------
-
-NPU_SMI_PROBE = "npu_smi"  # probe name the hccn.* checks give NPU_SMI_INFO
-INFERENCE_SKIP = "inference card ({name}): no RoCE ports, hccn_tool does not apply"
-# hccn_tool errors that mean "this query does not exist here" rather than "this device is bad".
-UNSUPPORTED = ("not supported on this product", "not supported inside a VM",
-               "not supported by this optical module")
+NPU_SMI_PROBE = "npu_smi"  # the probe name every check gives NPU_SMI_INFO (one run per node)
 
 
-def hccn_followup(outputs, node: Node, queries: dict[str, str]) -> dict[str, Probe]:
-    """Round 2 of an hccn.* check: one `hccn_loop` probe per query, over the devices npu-smi
-    listed (none on inference cards)."""
-    text = _stdout(outputs.get(NPU_SMI_PROBE))
-    if is_inference(text):
-        return {}
-    devices = logical_devices(text, node)
-    timeout = 30 + 5 * len(devices)  # hccn_tool answers in well under a second per device
-    return {name: Probe(hccn_loop(node, devices, args), timeout=timeout) for name, args in queries.items()}
-
-
-def _stdout(out: CommandOutput | None) -> str | None:
+def stdout_if_ok(out: CommandOutput | None) -> str | None:
+    """A probe's stdout when it ran cleanly (rc 0), else None."""
     return out.stdout if out is not None and out.rc == 0 else None
-
-
-@dataclass(frozen=True)
-class HccnRun:
-    """What the hccn_tool loops of one check returned, before the check reads the per-device texts."""
-
-    skip: str | None  # why the check does not apply on this node
-    missing_tool: str | None  # the hccn_tool path looked at, when it is not there
-    chips: dict[int, tuple[int, int]]  # logical device -> (npu, chip), from npu-smi
-    outputs: dict[str, dict[int, CommandOutput]]  # query name -> device -> its output
-
-
-def read_hccn(outputs, names: Iterable[str]) -> HccnRun:
-    """Split the loops of `names`; ParseError if one of them did not run cleanly."""
-    table = table_or_none(_stdout(outputs.get(NPU_SMI_PROBE)))
-    chips = {c.logical_id: (c.npu, c.chip) for c in table.chips} if table else {}
-    if table is not None and table.inference:
-        name = table.chips[0].name if table.chips else table.layout
-        return HccnRun(INFERENCE_SKIP.format(name=name), None, chips, {})
-    per_name: dict[str, dict[int, CommandOutput]] = {}
-    for name in names:
-        out = outputs.get(name)
-        missing = hccn_missing(out)
-        if missing:
-            return HccnRun(None, missing, chips, {})
-        if out is None or out.timed_out or out.error:
-            require_ok(out, f"hccn_tool loop {name}")
-        per_name[name] = split_loop(out)
-    return HccnRun(None, None, chips, per_name)
-
-
-def device_error(out: CommandOutput) -> tuple[str, str] | None:
-    """(line, reason) when hccn_tool failed on one device: a known error line, else a non-zero rc."""
-    from . import hccn as hccn_parser
-
-    found = hccn_parser.error_line(out.stdout)
-    if found:
-        return found
-    if out.rc != 0:
-        return (first_line(out.stdout) or f"exit code {out.rc}", f"hccn_tool exited with {out.rc}")
-    return None
-
-
-def is_unsupported(reason: str) -> bool:
-    return any(u in reason for u in UNSUPPORTED)
-
-
-def device_ref(dev: int, chips: dict[int, tuple[int, int]], **extra) -> dict:
-    """One entry of details["devices"]: the logical id with the npu and chip it sits on."""
-    npu, chip = chips.get(dev, (None, None))
-    return {"device": dev, "npu": npu, "chip": chip, **extra}
-
-
-def loop_devices(run: HccnRun, outputs, name: str, what: str) -> dict[int, CommandOutput]:
-    """The per-device outputs of one query; an empty loop is unreadable output, not a pass."""
-    per_dev = run.outputs[name]
-    if not per_dev:
-        raise ParseError(f"hccn_tool {what}: the device loop printed nothing", outputs[name].stdout)
-    return per_dev
-
-
-def device_finding(status: Status, problems: dict[int, str], chips: dict[int, tuple[int, int]],
-                   remediation: str, **details) -> Finding:
-    """The SPEC shape of a device-level fail/warn: `device N <problem>; ...` with failed_devices and
-    the npu and chip of each device in details."""
-    return Finding(status, "; ".join(f"device {i} {m}" for i, m in problems.items()), {
-        "failed_devices": list(problems),
-        "devices": [device_ref(i, chips, problem=m) for i, m in problems.items()],
-        **details,
-    }, remediation=remediation)
-
-
-def frame_findings(run: HccnRun, node: Node) -> list[Finding] | None:
-    """The results every hccn.* check gives before looking at devices (skip, tool missing)."""
-    if run.skip:
-        return [skipped(run.skip)]
-    if run.missing_tool:
-        return [Finding(
-            Status.FAIL, f"hccn_tool not found at {run.missing_tool} (looked there: ascend_home "
-            f"{node.ascend_home})", {"path": run.missing_tool, "failed_devices": []},
-            remediation=f"Install the Ascend driver package on this node (it ships "
-            f"{run.missing_tool}), or set ascend_home in the inventory to where driver/ lives; in a "
-            f"container mount -v {node.ascend_home}/driver:{node.ascend_home}/driver")]
-    return None

@@ -60,3 +60,12 @@ def test_probes_share_npu_smi_and_read_conf():
     p = check.probes(node(), {})
     assert p["npu_smi"] == "npu-smi info" and "/etc/hccn.conf" in p["hccn_conf"]
     assert "for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15;" in check.followup({"npu_smi": smi(A3)}, node(16), {})["ip"].cmd
+
+
+def test_unreadable_hccn_conf_fails_naming_the_file():
+    """An /etc/hccn.conf that exists but cannot be read is a fault of the node (a fail naming the
+    file), not output preflight could not parse (docs/writing-a-check.md §4)."""
+    unreadable = CommandOutput(stderr="cat: /etc/hccn.conf: Permission denied\n", rc=1)
+    [f] = run(EIGHT, unreadable)
+    assert f.status is Status.FAIL and "/etc/hccn.conf exists but cannot be read: cat: /etc/hccn.conf: Permission denied" in f.summary
+    assert f.details["path"] == "/etc/hccn.conf" and "chmod 644" in f.remediation

@@ -88,3 +88,15 @@ def test_a3_uses_phy_ids_and_npu_chip_in_details():
     [f] = run(loop({**{d: UP for d in range(16)}, 13: "link status: DOWN\n"}), same(STABLE, range(16)), node(16), smi(A3))
     assert f.details["failed_devices"] == [13]
     assert f.details["devices"][0] | {} == {"device": 13, "npu": 6, "chip": 1, "problem": "link DOWN, expected UP"}
+
+
+def test_link_stat_error_fails_the_device_but_not_supported_is_left_out():
+    """docs/writing-a-check.md §4: an auxiliary query failing with an error line is a device fail;
+    only a 'not supported' answer is ignored, and the pass says which devices answered so."""
+    [f] = run(same(UP), loop({**{d: STABLE for d in range(8)}, 3: ("Command execute failed!\n", 255)}))
+    assert f.status is Status.FAIL and f.details["failed_devices"] == [3]
+    assert "device 3 hccn_tool -link_stat failed: Command execute failed!" in f.summary
+    vm = "The VM does not support this command.\n"
+    [f] = run(loop({**{d: UP for d in range(8)}, 6: (vm, 255)}), loop({**{d: STABLE for d in range(8)}, 6: (vm, 255)}))
+    assert f.status is Status.PASS and f.details["unsupported_devices"] == [6]
+    assert f.summary.startswith("7 devices: RoCE link UP") and "not supported" in f.summary

@@ -64,3 +64,11 @@ def test_pod_board_skips_and_errors():
 
 def test_followup_asks_board_of_first_npu():
     assert check.followup({"npu_smi": smi()}, node(), check.DEFAULTS)["board"] == "npu-smi info -t board -i 0"
+
+
+def test_unreadable_board_id_is_said_not_silently_taken_as_no_pod():
+    [ok] = run(same(HEALTHY))
+    assert ok.status is Status.PASS and "board_id_unread" not in ok.details
+    failed = CommandOutput(stdout=fixture_body("npu-smi_error__invalid_card_id__mindcluster-fixture.txt"), rc=255)
+    [f] = run(same(HEALTHY), board=failed)
+    assert f.status is Status.PASS and f.details["board_id_unread"].startswith("npu-smi info -t board failed: ")

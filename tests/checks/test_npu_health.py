@@ -102,3 +102,13 @@ def test_missing_npu_smi_fails_and_hang_is_error():
 def test_310_table_passes_with_one_device():
     [f] = run({"npu_smi": CommandOutput(stdout=table(P310))}, node(1))
     assert f.status is Status.PASS and f.details["layout"] == "device"
+
+
+def test_failing_health_followup_is_named_not_read_as_no_codes():
+    """docs/writing-a-check.md §4: `-t health` failing with its own words must not read as
+    'error codes none reported'."""
+    text = with_health(A2, "| 3     910B1               | OK    ", "Alarm")
+    said = fixture_body("npu-smi_error__invalid_card_id__mindcluster-fixture.txt")
+    [f] = run({"npu_smi": CommandOutput(stdout=text), "health_3_0": CommandOutput(stdout=said, rc=255)}, node())
+    assert f.status is Status.FAIL and f.details["failed_devices"] == [3]
+    assert "error codes unknown (npu-smi info -t health failed: " in f.summary and "none reported" not in f.summary

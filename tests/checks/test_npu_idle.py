@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from preflight.checks import npu_idle as check
-from preflight.checkapi import CommandOutput, Status
+from preflight.checkapi import CommandOutput, ParseError, Status
 from tests.checks.ascend_helpers import A2, node
 from tests.support import fixture_body, fixture_names
 
@@ -57,7 +57,16 @@ def test_hbm_in_use_without_process_warns():
     assert run(text, {"max_hbm_used_pct": 70})[0].status is Status.PASS
 
 
-def test_idle_baseline_below_threshold_and_unavailable_skips():
+def test_idle_baseline_below_threshold():
     assert run(table(A2))[0].status is Status.PASS
-    [f] = check.evaluate(check.parse({"npu_smi": CommandOutput(rc=127)}), check.DEFAULTS, node())
-    assert f.status is Status.SKIP and "npu.health" in f.summary
+
+
+def test_failing_npu_smi_follows_the_one_rule():
+    """docs/writing-a-check.md §4: a tool that fails with its own words is a fail naming it (when
+    npu.health is not selected: otherwise REQUIRES blocks this check), a hang is an error."""
+    [f] = check.evaluate(check.parse({"npu_smi": CommandOutput("", "sh: 1: npu-smi: not found", 127)}),
+                         check.DEFAULTS, node())
+    assert f.status is Status.FAIL and "npu-smi: not found" in f.summary and "npu.health" in f.remediation
+    with pytest.raises(ParseError, match="timed out"):
+        check.parse({"npu_smi": CommandOutput("", "", None, timed_out=True, duration_s=60)})
+    assert check.REQUIRES == ("npu.health",)

@@ -1,0 +1,140 @@
+"""The common frame of the four hccn.* node checks (link, optical, ip, health).
+
+Each of them asks `npu-smi info` in round 1 (to learn the logical device ids and whether the node
+has RoCE ports at all), then one `hccn_tool` loop per query in round 2 over those devices, and
+reads the answers the same way: an inference card skips, a missing hccn_tool fails naming the
+path, a device whose hccn_tool call printed an error line fails that device (unless the answer
+means "not supported here"), a loop cut short is unreadable output (error). A check module takes
+`probes` from here, calls `hccn_followup` with its QUERIES, `read_devices` in parse, and
+`frame_findings` first in evaluate; what is left is only its own per-device judgement.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, TypeVar
+
+from ..checkapi import (CommandOutput, Finding, ParseError, Probe, Status, first_line, require_ok, skipped,
+                        tool_failure)
+from ..node import Node
+from .hccn import error_line
+from .probes import (NPU_SMI_INFO, NPU_SMI_PROBE, hccn_loop, hccn_missing, is_inference, logical_devices,
+                     split_loop, stdout_if_ok, table_or_none)
+
+T = TypeVar("T")
+
+
+def probes(node: Node, params) -> dict[str, str]:
+    """Round 1 of every hccn.* check: the npu-smi table (shared, so it runs once per node)."""
+    return {NPU_SMI_PROBE: NPU_SMI_INFO}
+
+
+INFERENCE_SKIP = "inference card ({name}): no RoCE ports, hccn_tool does not apply"
+# hccn_tool errors that mean "this query does not exist here" rather than "this device is bad".
+UNSUPPORTED = ("not supported on this product", "not supported inside a VM",
+               "not supported by this optical module")
+
+
+def hccn_followup(outputs, node: Node, queries: dict[str, str]) -> dict[str, Probe]:
+    """Round 2 of an hccn.* check: one `hccn_loop` probe per query, over the devices npu-smi
+    listed (none on inference cards)."""
+    text = stdout_if_ok(outputs.get(NPU_SMI_PROBE))
+    if is_inference(text):
+        return {}
+    devices = logical_devices(text, node)
+    timeout = 30 + 5 * len(devices)  # hccn_tool answers in well under a second per device
+    return {name: Probe(hccn_loop(node, devices, args), timeout=timeout) for name, args in queries.items()}
+
+
+
+@dataclass(frozen=True)
+class HccnRun:
+    """What the hccn_tool loops of one check returned, before the check reads the per-device texts."""
+
+    skip: str | None  # why the check does not apply on this node
+    missing_tool: str | None  # the hccn_tool path looked at, when it is not there
+    chips: dict[int, tuple[int, int]]  # logical device -> (npu, chip), from npu-smi
+    outputs: dict[str, dict[int, CommandOutput]]  # query name -> device -> its output
+
+
+def read_hccn(outputs, names: Iterable[str]) -> HccnRun:
+    """Split the loops of `names`; ParseError if one of them did not run cleanly."""
+    table = table_or_none(stdout_if_ok(outputs.get(NPU_SMI_PROBE)))
+    chips = {c.logical_id: (c.npu, c.chip) for c in table.chips} if table else {}
+    if table is not None and table.inference:
+        name = table.chips[0].name if table.chips else table.layout
+        return HccnRun(INFERENCE_SKIP.format(name=name), None, chips, {})
+    per_name: dict[str, dict[int, CommandOutput]] = {}
+    for name in names:
+        out = outputs.get(name)
+        missing = hccn_missing(out)
+        if missing:
+            return HccnRun(None, missing, chips, {})
+        if out is None or out.timed_out or out.error:
+            require_ok(out, f"hccn_tool loop {name}")
+        per_name[name] = split_loop(out)
+    return HccnRun(None, None, chips, per_name)
+
+
+def device_error(out: CommandOutput) -> tuple[str, str] | None:
+    """(line, reason) when hccn_tool failed on one device: a known error line, else a non-zero rc."""
+    found = error_line(out.stdout)
+    if found:
+        return found
+    if out.rc != 0:
+        return (first_line(out.stdout) or f"exit code {out.rc}", f"hccn_tool exited with {out.rc}")
+    return None
+
+
+def is_unsupported(reason: str) -> bool:
+    return any(u in reason for u in UNSUPPORTED)
+
+
+def device_ref(dev: int, chips: dict[int, tuple[int, int]], **extra) -> dict:
+    """One entry of details["devices"]: the logical id with the npu and chip it sits on."""
+    npu, chip = chips.get(dev, (None, None))
+    return {"device": dev, "npu": npu, "chip": chip, **extra}
+
+
+def loop_devices(run: HccnRun, outputs, name: str, what: str) -> dict[int, CommandOutput]:
+    """The per-device outputs of one query; an empty loop is unreadable output, not a pass."""
+    per_dev = run.outputs[name]
+    if not per_dev:
+        raise ParseError(f"hccn_tool {what}: the device loop printed nothing", outputs[name].stdout)
+    return per_dev
+
+
+def device_finding(status: Status, problems: dict[int, str], chips: dict[int, tuple[int, int]],
+                   remediation: str, **details) -> Finding:
+    """The SPEC shape of a device-level fail/warn: `device N <problem>; ...` with failed_devices and
+    the npu and chip of each device in details."""
+    return Finding(status, "; ".join(f"device {i} {m}" for i, m in problems.items()), {
+        "failed_devices": list(problems),
+        "devices": [device_ref(i, chips, problem=m) for i, m in problems.items()],
+        **details,
+    }, remediation=remediation)
+
+
+def frame_findings(run: HccnRun, node: Node) -> list[Finding] | None:
+    """The results every hccn.* check gives before looking at devices (skip, tool missing)."""
+    if run.skip:
+        return [skipped(run.skip)]
+    if run.missing_tool:
+        return [tool_failure(
+            f"hccn_tool not found at {run.missing_tool} (looked there: ascend_home "
+            f"{node.ascend_home})", path=run.missing_tool,
+            remediation=f"Install the Ascend driver package on this node (it ships "
+            f"{run.missing_tool}), or set ascend_home in the inventory to where driver/ lives; in a "
+            f"container mount -v {node.ascend_home}/driver:{node.ascend_home}/driver")]
+    return None
+
+
+def read_devices(outputs, queries: Iterable[str], name: str, what: str,
+                 per_device: Callable[..., T], *extra: str) -> tuple[HccnRun, dict[int, T]]:
+    """Parse step shared by the hccn.* checks: the run's frame, and `per_device(out, *extra_outs)`
+    for every device of query `name` (`extra` names further queries whose per-device output, or
+    None, is passed along). No devices when the frame already decides (skip, tool missing)."""
+    run = read_hccn(outputs, queries)
+    if run.skip or run.missing_tool:
+        return run, {}
+    per_dev = loop_devices(run, outputs, name, what)
+    return run, {d: per_device(o, *(run.outputs[e].get(d) for e in extra)) for d, o in per_dev.items()}
