@@ -248,3 +248,65 @@ def test_pipe_into_head(refused_inventory, tmp_path):
     res = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=TIMEOUT)
     assert "Traceback" not in res.stderr and "rc=3" in res.stdout
     assert res.stdout.splitlines()[0].startswith("preflight")
+
+
+# ---------------------------------------------------------------- the command table
+
+BROKEN_COMMAND = """
+import sys
+import preflight.cli as cli
+cli.COMMANDS["gate"] = ("preflight.ops.no_such_module", "gate", "broken on purpose")
+sys.argv = ["preflight", *sys.argv[1:]]
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize("argv", [["gate", "inv.yaml"], ["gate", "--help"]])
+def test_a_command_whose_module_fails_to_import_exits_4_with_the_message(argv):
+    """An import error is a bug to see, never a command that silently goes missing."""
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DEBUG"}
+    res = subprocess.run([sys.executable, "-c", BROKEN_COMMAND, *argv], capture_output=True, text=True,
+                         timeout=TIMEOUT, env=env)
+    assert res.returncode == 4, res.stderr
+    line = one_line_error(res)
+    assert "internal error" in line and "No module named 'preflight.ops.no_such_module'" in line
+    assert "No such command" not in res.stderr
+
+
+def test_every_registered_command_imports_and_is_listed():
+    from preflight.cli import COMMANDS, main
+
+    res = pf("--help")
+    assert res.returncode == 0
+    for name in COMMANDS:
+        assert main.get_command(None, name) is not None
+        assert f"  {name} " in res.stdout
+
+
+def test_no_import_circle_between_the_cli_and_the_rest():
+    """The CLI imports the core; nothing below it imports the CLI back."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "preflight"
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if rel.parts[0] in ("cli", "checks"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            mod = node.module if isinstance(node, ast.ImportFrom) else None
+            names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            level = getattr(node, "level", 0) or 0
+            if isinstance(node, ast.ImportFrom):
+                absolute = mod or ""
+                if level:  # resolve a relative import against the module's package
+                    pkg = list(("preflight", *rel.parts[:-1]))[: max(0, len(rel.parts) - level + 1)]
+                    absolute = ".".join(pkg + ([mod] if mod else []))
+                targets = [absolute] + [f"{absolute}.{n}" for n in names]
+            else:
+                targets = names
+            if any(t == "preflight.cli" or t.startswith("preflight.cli.") for t in targets):
+                offenders.append(f"preflight/{rel}:{node.lineno}")
+    assert not offenders, offenders
