@@ -182,3 +182,19 @@ def test_the_core_names_no_check_but_ssh_connect():
                 if node.value != CONNECT_ID or rel.as_posix() != "registry.py":
                     offenders.append(f"preflight/{rel}:{node.lineno}: {node.value!r}")
     assert not offenders, "check ids in core code (make it a policy attribute):\n" + "\n".join(offenders)
+
+
+def test_checks_have_one_import_name_and_no_top_level_module(tmp_path):
+    """`preflight.checks.X` is the one name of a check module (tests and registry share the module
+    object), and the installed package adds no top-level `checks` to anyone's environment."""
+    import subprocess
+    import sys
+
+    import preflight.checks.env_comm as env_comm
+
+    assert ALL["env.comm"].module is env_comm
+    probe = ("import importlib.util, preflight.registry as r; "
+             "print(importlib.util.find_spec('checks'), len(r.discover()))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", str(len(ALL))]
