@@ -17,7 +17,10 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
   `algbw` GB/s, `allreduce_latency` ms). `min_busbw_gbps:` warns, or fails with `below_min: fail`.
 - Verdict: both ranks exit with the right sum: pass. A rank that fails or hangs fails, naming the
   side, with its first error lines (`Gloo connectFullMesh failed`, `Unable to find address for`,
-  HCCL `EI0006`, a c10d connect timeout, ...) and the matching remediation. The node whose own setup
+  HCCL `EI0006`, a c10d connect timeout, ...) and the matching remediation. HCCL's texts are classified
+  by the error-code table preflight/data/hccl_errors.yaml (EI0001 HCCL_SOCKET_IFNAME naming no NIC,
+  EJ0003/EI0019/EI0020 a port already bound, EI0006 socket timeouts, EI0009; each rule with its sources).
+  The node whose own setup
   broke is blamed (a missing NIC, torch missing, a taken port); when rank 1 cannot reach rank 0's
   store, rank 0's side (its address or firewall) is blamed; when both only waited, both ends.
 - `rendezvous_timeout_s` (default 60) bounds the rendezvous (TCPStore and init_process_group
@@ -51,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from preflight import launchenv
+from preflight.ascend import hccl_errors
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, Probe, Status, first_line, passed, q, skipped
 from preflight.model import worst
 from preflight.smoke import worker_source
@@ -106,11 +110,6 @@ R_WAIT = ("the peer never joined: look at the other rank's error first; otherwis
           "two nodes (ping, firewall) and raise rendezvous_timeout_s if one node starts late")
 R_HANG = ("the rank hung until the timeout: check that both nodes reach each other on the communication "
           "interface (net.ping_mesh), that no firewall drops the ports, and that the devices are idle (npu.idle)")
-R_EI0006 = ("HCCL EI0006 (socket timeout): a rank did not reach link setup within HCCL_CONNECT_TIMEOUT: check "
-            "HCCL_IF_IP/HCCL_SOCKET_IFNAME on both nodes, the firewall on HCCL's ports (HCCL_IF_BASE_PORT, default "
-            "60000-60015), and raise HCCL_CONNECT_TIMEOUT (e.g. 600) identically on every node")
-R_EI0009 = ("HCCL EI0009 (transport init): the link to the peer device failed: check the devices' RoCE links "
-            "and IPs (hccn_tool -i N -link -g / -ip -g; hccn.link, hccn.ip) on both nodes")
 R_BIND = ("the port is already in use on this node: stop the process holding it (ss -ltnp), or set this "
           "check's `port`/`port_range` (and HCCL_IF_BASE_PORT) to a free range")
 R_TORCH = ("the inventory's `python` has no torch on this node: install torch (and torch_npu) there, or point "
@@ -128,7 +127,8 @@ R_HCCL = ("HCCL failed: read the EIxxxx code in the error and the plog (~/ascend
 R_GENERIC = "read the error lines above; rerun the worker by hand on that node with the launch environment"
 R_MISSING = "the rank produced no result line: rerun; if it persists, run the probe by hand on the node"
 
-_RULES: list[tuple[re.Pattern[str], Diagnosis]] = [
+# Rules before HCCL's table (the rank never got to HCCL) and after it (torch/Gloo/c10d wordings).
+_BEFORE_HCCL: list[tuple[re.Pattern[str], Diagnosis]] = [
     (re.compile(r"Unable to find address for|ifa != nullptr|Unable to find interface", re.I),
      Diagnosis("ifname", True, R_IFNAME)),
     (re.compile(r"No module named '?torch_npu|torch_npu does not work|no NPU is visible", re.I),
@@ -136,10 +136,9 @@ _RULES: list[tuple[re.Pattern[str], Diagnosis]] = [
     (re.compile(r"No module named '?torch\b", re.I), Diagnosis("no_torch", True, R_TORCH)),
     (re.compile(r"CUDA is not available", re.I), Diagnosis("cuda", True, R_CUDA)),
     (re.compile(r"ranks picked different backends", re.I), Diagnosis("backend_mismatch", False, R_BACKEND)),
-    (re.compile(r"EJ0003|Failed to bind the IP port|Address already in use|address in use", re.I),
-     Diagnosis("port_in_use", True, R_BIND)),
-    (re.compile(r"EI0006|Getting socket times out", re.I), Diagnosis("hccl_socket_timeout", False, R_EI0006)),
-    (re.compile(r"EI0009|Transport init error", re.I), Diagnosis("hccl_transport", False, R_EI0009)),
+]
+_AFTER_HCCL: list[tuple[re.Pattern[str], Diagnosis]] = [
+    (re.compile(r"Address already in use|address in use|EADDRINUSE", re.I), Diagnosis("port_in_use", True, R_BIND)),
     (re.compile(r"connectFullMesh failed", re.I), Diagnosis("gloo_mesh", False, R_MESH)),
     (re.compile(r"client socket has (timed out|failed to connect)|failed to connect/validate|"
                 r"Connection refused|No route to host|Network is unreachable", re.I),
@@ -156,9 +155,20 @@ MISSING = Diagnosis("no_result", False, R_MISSING)
 GENERIC = Diagnosis("error", True, R_GENERIC)
 
 
+def _from_hccl(rule: hccl_errors.HcclRule) -> Diagnosis:
+    return Diagnosis(rule.kind, rule.local, rule.remediation)
+
+
 def diagnose(text: str) -> Diagnosis:
-    """The first rule whose pattern appears in the error text (most specific rules first)."""
-    for pattern, diag in _RULES:
+    """The first rule whose pattern appears in the error text: setup rules, then HCCL's error-code
+    table (preflight/data/hccl_errors.yaml, each rule with its sources), then torch/Gloo/c10d."""
+    for pattern, diag in _BEFORE_HCCL:
+        if pattern.search(text):
+            return diag
+    rule = hccl_errors.classify(text)
+    if rule is not None:
+        return _from_hccl(rule)
+    for pattern, diag in _AFTER_HCCL:
         if pattern.search(text):
             return diag
     return GENERIC
