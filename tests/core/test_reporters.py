@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from preflight.report import render
-from preflight.model import NodeState, NodeStateKind, Report, Result, Status
+from preflight.model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status
 
 GOLDEN = Path(__file__).parent / "golden"
 ANSI = re.compile(rb"\x1b[\[\]()#;?]*[0-9;]*[A-Za-z@-~]?")
@@ -224,3 +224,36 @@ def test_table_ready_report():
                  (NodeState("n1", "h"),), (Result("ssh.connect", "n1", Status.PASS, "connected"),))
     text = render(rep, "table")
     assert "READY" in text and "NOT READY" not in text and "exit 0" in text
+
+
+def test_junit_names_unique_and_stable_on_a_runner_report(tmp_path):
+    """A real run: storage.data over a ScriptedTransport whose probes run in a local shell reports one
+    finding per missing path, several on one node. Each (classname, name) is unique, the first keeps
+    the bare node name, and a second run gives the same names."""
+    import subprocess
+
+    from preflight.inventory import load
+    from preflight.runner import Options, Runner
+    from tests.ops import ScriptedTransport
+
+    def shell(cmd: str) -> CommandOutput:
+        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30)
+        return CommandOutput(p.stdout, p.stderr, p.returncode)
+
+    missing = [str(tmp_path / f"gone{i}") for i in range(3)]
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("defaults:\n  paths:\n    data: [" + ", ".join(missing) + "]\n"
+                   "nodes:\n  - {name: n1, host: 10.0.0.1}\n  - {name: n2, host: 10.0.0.2}\n")
+
+    def run() -> list[tuple[str, str]]:
+        report = Runner(load(inv), ScriptedTransport({"n1": shell, "n2": shell}), Options(checks=["storage.data"])).run()
+        per_node = [r for r in report.results if r.check == "storage.data" and r.node == "n1"]
+        assert len(per_node) == 3 and all(r.status is Status.FAIL for r in per_node)  # several on one node
+        root = ET.fromstring(render(report, "junit").encode("utf-8"))
+        return [(c.get("classname"), c.get("name")) for c in root.iter("testcase")]
+
+    first = run()
+    assert len(first) == len(set(first)), f"duplicate testcases: {first}"
+    data = [n for c, n in first if c == "preflight.storage.data"]
+    assert data[:3] == ["n1", "n1 #2", "n1 #3"] and data[3:] == ["n2", "n2 #2", "n2 #3"]
+    assert run() == first
