@@ -4,6 +4,12 @@ What it checks: the process table of `npu-smi info` lists no process (names may 
 the process lives in another container; one NPU can have several rows): any row fails, listing
 NPU, chip, PID, name and memory. A chip whose HBM in use is above `max_hbm_used_pct` (10%) of its
 total while no process is listed on it warns: memory held from another container or a zombie.
+Chips without an HBM column (the 310 family: 310, 310P) show their DDR instead, and an idle chip's
+DDR already holds the device's own firmware and OS, by an amount that depends on the product and its
+mode (an idle Atlas 300I Duo holds 1462-1475 MB of 44 GB, an Atlas 300 with a 310 577 of 7759 MB, a
+310 in RC mode runs the host's whole OS in it). With no known baseline the DDR is reported
+(`hbm_used` metric, `details.ddr_not_judged`) but not judged, unless `max_ddr_used_pct` is set to
+the baseline of the cluster's own cards.
 
 Why it matters: a leftover job's process keeps its HBM and its HCCL ports; the new job's ranks
 on that NPU run out of memory or fail to bind (`EJ0003 ... The IP address and port have been
@@ -29,7 +35,8 @@ GATE = True
 REQUIRES = ("npu.health",)  # npu-smi missing or failing is npu.health's red line, not a second one
 ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
-DEFAULTS = {"max_hbm_used_pct": 10.0}
+DEFAULTS = {"max_hbm_used_pct": 10.0,
+            "max_ddr_used_pct": None}  # 310/310P DDR: not judged unless set (the device OS's share is unknown)
 PROBE = ascend.NPU_SMI_PROBE
 
 
@@ -59,11 +66,20 @@ def busy(facts: Facts) -> bool:
     return isinstance(facts, Facts) and not facts.unavailable and bool(facts.processes)
 
 
-def _hbm_pct(chip: npu_smi.Chip) -> float | None:
-    """HBM used in % of total; on 310/310P (no HBM column) the DDR Memory-Usage pair."""
-    used, total = ((chip.hbm_used_mb, chip.hbm_total_mb) if chip.hbm_total_mb is not None
-                   else (chip.mem_used_mb, chip.mem_total_mb))
+def _has_hbm(chip: npu_smi.Chip) -> bool:
+    return chip.hbm_total_mb is not None
+
+
+def _used_pct(chip: npu_smi.Chip) -> float | None:
+    """Device memory used in % of total: HBM, or on 310/310P (no HBM column) the DDR pair."""
+    used, total = ((chip.hbm_used_mb, chip.hbm_total_mb) if _has_hbm(chip) else (chip.mem_used_mb, chip.mem_total_mb))
     return 100.0 * used / total if used is not None and total else None
+
+
+def _limit(chip: npu_smi.Chip, params) -> float | None:
+    """The judging threshold for this chip's memory: HBM's, or DDR's (None: DDR not judged)."""
+    raw = params.get("max_hbm_used_pct") if _has_hbm(chip) else params.get("max_ddr_used_pct")
+    return None if raw is None else float(raw)
 
 
 def _ref(chip: npu_smi.Chip, **extra) -> dict:
@@ -79,17 +95,28 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
                       {"device": str(c.logical_id)}).to_dict() for c in facts.chips]
     if facts.processes:
         return [_busy(facts, by_pos, metrics)]
-    limit = params["max_hbm_used_pct"]
-    held = [(c, pct) for c in facts.chips if (pct := _hbm_pct(c)) is not None and pct > limit]
+    held = [(c, pct, lim) for c in facts.chips
+            if (pct := _used_pct(c)) is not None and (lim := _limit(c, params)) is not None and pct > lim]
+    unjudged = [c.logical_id for c in facts.chips if not _has_hbm(c) and _limit(c, params) is None]
+    extra = {"ddr_not_judged": unjudged} if unjudged else {}
     if held:
         return [Finding(Status.WARN, "; ".join(
-            f"device {c.logical_id} HBM {pct:.0f}% in use with no process listed, expected at most {limit:g}%"
-            for c, pct in held), {
-            "failed_devices": [c.logical_id for c, _ in held], "metrics": metrics,
-            "devices": [_ref(c, hbm_used_mb=c.hbm_used_mb, hbm_total_mb=c.hbm_total_mb) for c, _ in held],
+            f"device {c.logical_id} {'HBM' if _has_hbm(c) else 'DDR'} {pct:.0f}% in use with no process listed, "
+            f"expected at most {lim:g}%" for c, pct, lim in held), {
+            "failed_devices": [c.logical_id for c, _, _ in held], "metrics": metrics, **extra,
+            "devices": [_ref(c, hbm_used_mb=c.hbm_used_mb, hbm_total_mb=c.hbm_total_mb, mem_used_mb=c.mem_used_mb,
+                             mem_total_mb=c.mem_total_mb) for c, _, _ in held],
         }, remediation=("Find the container or process holding the NPU (`lsof /dev/davinci<N>`, `docker ps`) "
                         "and stop it, or reset the chip with `npu-smi set -t reset -i <npu> -c <chip>`"))]
-    return [passed(f"{len(facts.chips)} chips idle: no process, HBM use at most {limit:g}%", metrics=metrics)]
+    hbm = [c for c in facts.chips if _has_hbm(c)]
+    how = [f"HBM use at most {float(params['max_hbm_used_pct']):g}%"] if hbm else []
+    if len(unjudged) < len(facts.chips) - len(hbm):
+        how.append(f"DDR use at most {float(params['max_ddr_used_pct']):g}%")
+    if unjudged:
+        how.append("DDR use not judged (no HBM column: the 310 family's DDR holds the device's own OS; "
+                   "set max_ddr_used_pct to judge it)")
+    return [passed(f"{len(facts.chips)} chips idle: no process" + "".join(f", {h}" for h in how),
+                   metrics=metrics, **extra)]
 
 
 def _busy(facts: Facts, by_pos, metrics) -> Finding:

@@ -17,6 +17,7 @@ def table_text(name: str) -> str:
 # fixture -> (layout, chips, processes, logical ids, wide)
 EXPECTED = {
     "npu-smi_info__310_1chip__hpckurt-Ascend-npu-drivers.txt": ("device", 1, 0, [0], False),
+    "npu-smi_info__310P3_1card_2chip_idle__vllm-ascend-1565.txt": ("device", 2, 0, [0, 1], False),
     "npu-smi_info__910B1_8card_idle_npu-smi24.1.0__vllm-ascend-4037.txt": ("chip", 8, 0, list(range(8)), False),
     "npu-smi_info__910B3_8card_1proc__vllm-ascend-6512.txt": ("chip", 8, 1, list(range(8)), False),
     "npu-smi_info__910ProB_A1_8card_idle__vllm-ascend-1047.txt": ("chip", 8, 0, list(range(8)), False),

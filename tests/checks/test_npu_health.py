@@ -9,7 +9,7 @@ from tests.support import fixture_body, fixture_names
 
 PARTIAL_MARK = "<<< rows not available >>>"
 ALARM = fixture_body("npu-smi_info_-t_health_-c__910A_Alarm__mindcluster-fixture.txt")
-DEVICES = {"310": 1, "A3_910_93": 16, "WIDE_PARTIAL": 16}
+DEVICES = {"310P3_1card_2chip": 2, "310_": 1, "A3_910_93": 16, "WIDE_PARTIAL": 16}
 
 
 def table(name):

@@ -21,6 +21,7 @@ def table(name):
 # sample -> (status, failed devices)
 EXPECTED = {
     "npu-smi_info__310_1chip__hpckurt-Ascend-npu-drivers.txt": (Status.PASS, None),
+    "npu-smi_info__310P3_1card_2chip_idle__vllm-ascend-1565.txt": (Status.PASS, None),
     "npu-smi_info__910B1_8card_idle_npu-smi24.1.0__vllm-ascend-4037.txt": (Status.PASS, None),
     "npu-smi_info__910B3_8card_1proc__vllm-ascend-6512.txt": (Status.FAIL, [2]),
     "npu-smi_info__910ProB_A1_8card_idle__vllm-ascend-1047.txt": (Status.PASS, None),
@@ -55,6 +56,30 @@ def test_hbm_in_use_without_process_warns():
     [f] = run(text)
     assert f.status is Status.WARN and f.details["failed_devices"] == [2] and "HBM 63%" in f.summary
     assert run(text, {"max_hbm_used_pct": 70})[0].status is Status.PASS
+
+
+P310 = "npu-smi_info__310_1chip__hpckurt-Ascend-npu-drivers.txt"
+P310P = "npu-smi_info__310P3_1card_2chip_idle__vllm-ascend-1565.txt"
+
+
+@pytest.mark.parametrize("name", [P310, P310P])
+def test_inference_chip_ddr_is_not_judged_by_the_hbm_limit(name):
+    """310/310P have no HBM column; their DDR holds the device's own OS (577/7759 MB on the idle 310,
+    ~1470/44000 MB on each idle 310P3). A strict HBM limit (5%) must not turn that into a warning on
+    every idle inference node: the DDR is reported, not judged."""
+    [f] = run(table(name), {"max_hbm_used_pct": 5, "max_ddr_used_pct": None})
+    assert f.status is Status.PASS and "DDR use not judged" in f.summary and "HBM use at most" not in f.summary
+    chips = {"310_1chip": [0], "310P3": [0, 1]}
+    assert f.details["ddr_not_judged"] == next(v for k, v in chips.items() if k in name)
+    assert all(m["name"] == "hbm_used" and m["value"] > 0 for m in f.details["metrics"])
+
+
+def test_ddr_threshold_when_the_cluster_knows_its_baseline():
+    [f] = run(table(P310), {"max_hbm_used_pct": 10, "max_ddr_used_pct": 5})  # 577/7759 MB = 7.4%
+    assert f.status is Status.WARN and "device 0 DDR 7% in use" in f.summary and "expected at most 5%" in f.summary
+    assert f.details["failed_devices"] == [0] and f.details["devices"][0]["mem_used_mb"] == 577
+    [f] = run(table(P310P), {"max_hbm_used_pct": 10, "max_ddr_used_pct": 5})  # 3.3%: under a known baseline
+    assert f.status is Status.PASS and "DDR use at most 5%" in f.summary and "ddr_not_judged" not in f.details
 
 
 def test_idle_baseline_below_threshold():
