@@ -283,8 +283,33 @@ def _looks_fine(ctx: ClusterContext, node: str) -> bool:
         return True
 
 
+def _machine_keys(ctx: ClusterContext, node: str) -> tuple[tuple, ...]:
+    """What makes two inventory entries one machine: the same SSH endpoint as written, or the same
+    communication address (HCCL_IF_IP / the GLOO_SOCKET_IFNAME interface's address), per jump host."""
+    n = ctx.nodes[node]
+    jump = getattr(n, "proxy_jump", None)
+    return (("ssh", jump, str(n.host), int(getattr(n, "port", 22) or 22)), ("comm", jump, comm_address(ctx, node)[0]))
+
+
+def same_machine(ctx: ClusterContext, names: list[str]) -> dict[str, str]:
+    """{later node: the earlier node it shares an address with}: such nodes are never paired (a pair
+    on one machine measures loopback, not the fabric; preflight.addresses warns about them at load)."""
+    first: dict[tuple, str] = {}
+    dups: dict[str, str] = {}
+    for name in names:
+        keys = _machine_keys(ctx, name)
+        hit = next((first[k] for k in keys if k in first), None)
+        if hit is not None:
+            dups[name] = hit
+            continue
+        for k in keys:
+            first[k] = name
+    return dups
+
+
 def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
-    """(selected nodes, problem). pair mode: exactly two; pairs mode: every selected node."""
+    """(selected nodes, problem). pair mode: exactly two; pairs mode: every selected node. A node that
+    shares its address with an earlier one is left out (same_machine)."""
     p = ctx.params
     pairs = p.get("mode") == "pairs"
     wanted = p.get("nodes")
@@ -296,12 +321,20 @@ def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
             return [], f"node(s) {', '.join(missing)} named in smoke.allreduce nodes: are {why}"
         if not pairs and len(wanted) != 2:
             return [], f"smoke.allreduce nodes: needs exactly two nodes in pair mode, got {len(wanted)}"
-        return wanted, None
+        dups = same_machine(ctx, wanted)
+        if dups and not pairs:
+            a, b = wanted
+            return [], (f"smoke.allreduce nodes: {a} and {b} reach the same address "
+                        f"({comm_address(ctx, a)[0]}): one machine; name two different machines")
+        return [n for n in wanted if n not in dups], None
     names = list(ctx.nodes)
     fine = [n for n in names if _looks_fine(ctx, n)]
     ordered = fine + [n for n in names if n not in fine]
+    dups = same_machine(ctx, ordered)
+    ordered = [n for n in ordered if n not in dups]
     if len(ordered) < 2:
-        return [], f"needs two reachable nodes, {len(ordered)} reachable"
+        extra = f" ({len(dups)} more share an address with these)" if dups else ""
+        return [], f"needs two reachable nodes on different machines, {len(ordered)} reachable{extra}"
     return (ordered if pairs else ordered[:2]), None
 
 
@@ -572,9 +605,12 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     results = {k: pair_result(ctx, *k) for k in runs}
     first = {k: r for k, r in results.items() if k[0] == 1}
     second = {k: r for k, r in results.items() if k[0] == 2}
-    if ctx.params.get("mode") != "pairs":
-        return _evaluate_pair(next(iter(first.values())), ctx.params)
-    return _evaluate_pairs(first, second, ctx.params)
+    findings = (_evaluate_pair(next(iter(first.values())), ctx.params) if ctx.params.get("mode") != "pairs"
+                else _evaluate_pairs(first, second, ctx.params))
+    dups = same_machine(ctx, list(ctx.nodes))
+    if dups:  # said where the verdict is: these entries were not paired with their twin
+        findings[0].details["same_address"] = dups
+    return findings
 
 
 def _evaluate_pair(pr: PairResult, params: Mapping[str, Any]) -> list[Finding]:

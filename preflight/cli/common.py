@@ -32,6 +32,13 @@ def fail_usage(message: str) -> None:
     say(message, EXIT_USAGE)
 
 
+def warn_shared_addresses(inv) -> None:
+    """Load-time warning: two inventory nodes that reach one address (preflight.addresses)."""
+    from ..addresses import warnings
+    for line in warnings(inv.path, inv.nodes):
+        click.echo(f"preflight: warning: {line}", err=True)
+
+
 def safe_echo(text: str) -> None:
     """Write to stdout; a closed pipe (`| head`) is not an error worth a traceback."""
     try:

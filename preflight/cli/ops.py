@@ -16,7 +16,7 @@ from ..registry import SelectionError
 from ..runner import Options, Runner
 from ..transport import factory
 from . import options
-from .common import EXIT_INTERNAL, EXIT_USAGE, emit, ids, safe_echo, say, with_signals
+from .common import EXIT_INTERNAL, EXIT_USAGE, emit, ids, safe_echo, say, warn_shared_addresses, with_signals
 
 # ---------------------------------------------------------------- gate
 
@@ -45,6 +45,7 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
             if not inventory:
                 say("gate needs an INVENTORY (or --local for this host)", EXIT_USAGE)
             inv = load(inventory, limit=limit, ssh_config=ssh_config)
+            warn_shared_addresses(inv)
         opts = Options(checks=gate_mod.gate_checks(ids(checks), local), skip=ids(skip), forks=forks,
                        deadline=deadline, strict=strict)
         runner = Runner(inv, factory.make_transport(local=local), opts)

@@ -6,7 +6,7 @@ import sys
 import click
 
 from . import options
-from .common import Progress, emit, fail_usage, ids, with_signals
+from .common import Progress, emit, fail_usage, ids, warn_shared_addresses, with_signals
 
 
 @click.command("run")
@@ -32,6 +32,7 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
 
     try:
         inv = load(inventory, limit=limit, ssh_config=ssh_config)
+        warn_shared_addresses(inv)
         runner_opts = Options(checks=ids(checks), skip=ids(skip), forks=forks, deadline=deadline, strict=strict)
         recorder = None
         if record:

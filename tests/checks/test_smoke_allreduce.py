@@ -288,3 +288,40 @@ def test_worker_runs_two_local_ranks():
     (f,) = S.evaluate(ctx(planned=planned(*outs), names=("a", "b")))
     assert f.status is Status.PASS, f.summary
     assert [r["got"] for r in f.details["ranks"]] == [[3.0, 3.0], [3.0, 3.0]]
+
+
+# ---------------------------------------------------------------- one machine listed twice
+
+def twin_ctx(params=None, planned=None):
+    """a and b are one machine (the same host and port); c is another."""
+    nodes = {"a": node("a", "198.18.0.2"), "b": node("b", "198.18.0.2"), "c": node("c", "198.18.0.4")}
+    return ClusterContext(nodes=nodes, facts={n: {} for n in nodes}, params={**S.DEFAULTS, **(params or {})},
+                          planned=planned or {}, unreachable=())
+
+
+def test_nodes_at_one_address_are_never_paired():
+    c = twin_ctx()
+    assert S.same_machine(c, ["a", "b", "c"]) == {"b": "a"}
+    assert S.select_nodes(c) == (["a", "c"], None)
+    pairs = {k.split(S.SEP)[2:4][0] + "-" + k.split(S.SEP)[3] for per in S.plan(c).values() for k in per}
+    assert pairs == {"a-c"}
+    c = twin_ctx({"mode": "pairs"})
+    assert S.pairing(S.select_nodes(c)[0]) == [("a", "c")]
+    nodes, problem = S.select_nodes(twin_ctx({"nodes": ["a", "b"]}))
+    assert nodes == [] and "a and b reach the same address (198.18.0.2)" in problem
+    (f,) = S.evaluate(twin_ctx({"nodes": ["a", "b"]}))
+    assert f.status is Status.ERROR and "same address" in f.summary
+
+
+def test_a_shared_communication_address_is_one_machine_too():
+    """Different SSH names, one HCCL_IF_IP: the ranks would meet on one machine."""
+    nodes = {n: node(n, h, env={"HCCL_IF_IP": ip}) for n, h, ip in
+             (("a", "198.18.0.2", "10.9.0.1"), ("b", "a-alias.example", "10.9.0.1"), ("c", "198.18.0.4", "10.9.0.3"))}
+    c = ClusterContext(nodes=nodes, facts={n: {} for n in nodes}, params=dict(S.DEFAULTS), planned={}, unreachable=())
+    assert S.same_machine(c, list(nodes)) == {"b": "a"} and S.select_nodes(c) == (["a", "c"], None)
+
+
+def test_evaluate_names_the_left_out_twin():
+    p = planned(out(OK0), out({**OK1, "node": "c"}), "a", "c")
+    [f] = S.evaluate(twin_ctx(planned=p))
+    assert f.status is Status.PASS and f.details["same_address"] == {"b": "a"}
