@@ -77,6 +77,23 @@ def test_write_is_atomic_in_the_target_directory_and_readable_by_the_collector(t
         prometheus.write(_report(), tmp_path / "missing" / "p.prom")
 
 
+def test_the_collector_never_reads_a_half_written_file(tmp_path):
+    """node_exporter reads the .prom file at any moment: the write is a rename onto a new inode, so a
+    collector that opened the old file reads it whole, and a hard link to it keeps the old text."""
+    target = tmp_path / "preflight.prom"
+    prometheus.write(make_report(), target)
+    old = target.read_text()
+    keep = tmp_path / "previous.prom"
+    os.link(target, keep)
+    before = os.stat(target).st_ino
+    with open(target) as collector:
+        prometheus.write(_report(), target)
+        assert collector.read() == old
+    assert os.stat(target).st_ino != before and target.read_text() != old
+    assert keep.read_text() == old
+    _parse(target.read_text())
+
+
 def test_busy_gauge_only_in_sweeps():
     busy = Result("npu.idle", "node01", Status.SKIP, "busy", {"busy": True, "processes": []})
     m = _parse(prometheus.render(make_report(extra=[busy])))
