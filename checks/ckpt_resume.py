@@ -90,12 +90,27 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
         return {n: {STATE: Probe(cmd, 30)} for n in ctx.nodes}
     states, _ = _states(ctx)
     wanted = {}
+    majority = _agreement(states).majority
     for members in groups(states).values():
-        tracker = states[members[0]].tracker
-        it = ckpt.iteration_dir(tracker) if tracker is not None else None
+        it = _iteration_of(states[members[0]], majority)
         if it:
             wanted[members[0]] = {LISTING: Probe(ckpt.listing_command(load, it, ctx.params.get("max_entries", 100000)), 60)}
     return wanted
+
+
+def _valid(states: Mapping[str, ckpt.NodeState]) -> dict[str, ckpt.NodeState]:
+    return {n: s for n, s in states.items() if s.tracker is not None and ckpt.iteration_dir(s.tracker)}
+
+
+def _agreement(states: Mapping[str, ckpt.NodeState]):
+    return consensus({n: s.tracker for n, s in _valid(states).items()})
+
+
+def _iteration_of(state: ckpt.NodeState, majority: str | None) -> str | None:
+    """The iteration directory a group is listed for: its own tracker's, else the cluster's (a node
+    without the tracker still holds rank directories the union needs)."""
+    own = ckpt.iteration_dir(state.tracker) if state.tracker is not None else None
+    return own or (ckpt.iteration_dir(majority) if majority is not None else None)
 
 
 def _node_problems(states: Mapping[str, ckpt.NodeState], load: str) -> dict[str, tuple[str, str]]:
@@ -207,8 +222,7 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     blamed = [Finding(Status.ERROR, f"{n}: checkpoint state unreadable: {why}", node=n) for n, why in errors.items()]
     for name, (problem, fix) in sorted(_node_problems(states, load).items()):
         blamed.append(Finding(Status.FAIL, f"{name}: {problem}", {"path": load}, fix, node=name))
-    good = {n: s for n, s in states.items() if s.tracker is not None and ckpt.iteration_dir(s.tracker)}
-    agree = consensus({n: s.tracker for n, s in good.items()})
+    agree = _agreement(states)
     problems: list[tuple[Status, str, str]] = []
     for n, value in agree.outliers.items():
         blamed.append(Finding(Status.FAIL, f"{n}: {ckpt.TRACKER} says {value}, the other nodes {agree.majority}",
@@ -216,13 +230,13 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     if not agree.agreed and agree.majority is None:
         problems.append((Status.FAIL, f"{ckpt.TRACKER} differs: {agree.describe()}",
                          "decide which iteration to resume and make every node's tracker file name it"))
-    grouped = groups({n: s for n, s in states.items() if n in good})
+    grouped = groups(states)
     saved, list_errors = _listings(ctx, grouped)
     for gid, why in list_errors.items():
         problems.append((Status.ERROR, f"listing of {load} on {grouped[gid][0]} unreadable: {why}", ""))
     for gid, s in saved.items():
         if not s.present:
-            it = ckpt.iteration_dir(good[grouped[gid][0]].tracker or "")
+            it = _iteration_of(states[grouped[gid][0]], agree.majority)
             for n in grouped[gid]:
                 blamed.append(Finding(Status.FAIL, f"{n}: {ckpt.TRACKER} names {it}, which is not in {load}",
                                       {"path": load}, f"copy {load}/{it} from a good node, or fix {ckpt.TRACKER}", node=n))
@@ -245,4 +259,20 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     fixes = [r for _, _, r in problems if r] + [f.remediation for f in blamed if f.remediation]
     summary = Finding(status, "; ".join(texts[:6]) + (f" (+{len(texts) - 6} more)" if len(texts) > 6 else ""),
                       details, " ".join(dict.fromkeys(fixes)) or "see the per-node results")
-    return [summary] + blamed
+    return [summary] + _one_per_node(blamed)
+
+
+def _one_per_node(found: list[Finding]) -> list[Finding]:
+    """A node blamed for several things gets one result naming them all."""
+    by: dict[str, list[Finding]] = defaultdict(list)
+    for f in found:
+        by[f.node or ""].append(f)
+    out = []
+    for node, fs in sorted(by.items()):
+        if len(fs) == 1:
+            out.append(fs[0])
+            continue
+        fixes = [f.remediation for f in fs if f.remediation]
+        out.append(Finding(worst(f.status for f in fs), f"{node}: " + "; ".join(f.summary.removeprefix(f"{node}: ") for f in fs),
+                           {"path": fs[0].details.get("path")}, " ".join(dict.fromkeys(fixes)) or None, node=node))
+    return out
