@@ -38,3 +38,49 @@ def megatron_tree(root: Path, iteration: int = 1000, tp: int = 1, pp: int = 1, e
                 (it / name).mkdir(exist_ok=True)
                 (it / name / "model_optim_rng.pt").write_bytes(b"\0" * file_bytes)
     return it
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "megatron" / "package_info.py__0.13.0rc2.txt"
+
+
+def _git(path: Path, branch: str) -> None:
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin", "HOME": str(path)}
+    for args in (["init", "-q", "-b", branch], ["add", "-A"], ["commit", "-q", "-m", "tree"]):
+        subprocess.run(["git", "-C", str(path), *args], check=True, env=env, capture_output=True)
+
+
+def megatron_source(root: Path, version: str = "0.8.0", branch: str | None = None) -> Path:
+    """A Megatron-LM tree whose megatron/core/package_info.py is the real file with its numbers set;
+    a git checkout on `branch` when given."""
+    major, minor, patch = version.split(".")
+    text = FIXTURE.read_text().split("# ---\n", 1)[1]
+    text = text.replace("MINOR = 13", f"MINOR = {minor}").replace("MAJOR = 0", f"MAJOR = {major}")
+    text = text.replace("PATCH = 0", f"PATCH = {patch}").replace("PRE_RELEASE = 'rc2'", "PRE_RELEASE = ''")
+    core = root / "megatron" / "core"
+    core.mkdir(parents=True, exist_ok=True)
+    (root / "megatron" / "__init__.py").write_text("")
+    (core / "__init__.py").write_text("from .package_info import __version__\n")
+    (core / "package_info.py").write_text(text)
+    if branch:
+        _git(root, branch)
+    return root
+
+
+def mindspeed_checkout(root: Path, version: str = "0.8.0", branch: str | None = None, broken: str | None = None) -> Path:
+    """A MindSpeed source checkout as `pip install -e MindSpeed` leaves it: the package directory,
+    its dist-info, and (with `branch`) a git repository. Its megatron_adaptor imports megatron.core
+    (as the real one patches it) or raises `broken`. Returns the directory to put on PYTHONPATH."""
+    pkg = root / "mindspeed"
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    body = f"raise ImportError({broken!r})\n" if broken else "import megatron.core  # MindSpeed patches it\n"
+    (pkg / "megatron_adaptor.py").write_text(body)
+    info = root / f"mindspeed-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mindspeed\nVersion: {version}\n")
+    if branch:
+        _git(root, branch)
+    return root
