@@ -21,11 +21,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..checks import env_comm, net_ports, npu_health  # whose facts the values are (by module, not by id text)
 from ..model import NodeStateKind, Report, Status
-from ..net import sockets
+from ..registry import CONNECT_ID
 
 # The checks whose facts the environment is derived from, in the order a refusal names them.
-DERIVED_FROM = ("env.comm", "net.ports", "npu.health")
+DERIVED_FROM = (env_comm.ID, net_ports.ID, npu_health.ID)
 MASTER_PORT_FIRST, MASTER_PORT_LAST = 29500, 29999  # torchrun's default, and where to look after it
 
 
@@ -81,7 +82,7 @@ class NodeEnv:
 
 def refusals(report: Report, checks: tuple[str, ...] = DERIVED_FROM) -> list[Refusal]:
     """Every node that was not reached, and every fail or error of a check the environment needs."""
-    out = [Refusal(n.name, "ssh.connect", "error", f"{n.state.value}: {n.error}")
+    out = [Refusal(n.name, CONNECT_ID, "error", f"{n.state.value}: {n.error}")
            for n in report.nodes if n.state is not NodeStateKind.OK]
     down = {r.node for r in out}
     for r in report.results:
@@ -135,23 +136,21 @@ def visible(chips_ids: list[int], nproc: int | None) -> list[int]:
 
 def derive(inv, facts: Mapping[str, Mapping[str, Any]], report: Report) -> list[NodeEnv]:
     """Per-node environments from a finished run of DERIVED_FROM. Raises EnvRefused or ValueError."""
-    from ..checks import env_comm, net_ports  # the facts' own types and rules (one definition of each)
-
     refused = refusals(report)
     if refused:
         raise EnvRefused(refused)
     job = inv.job or {}
     hccl = hccl_settings(job, env_comm.VALIDATORS, env_comm.TYPOS, env_comm.DEFAULTS)
     nodes = list(inv.nodes)
-    comm_facts = {n.name: facts[n.name]["env.comm"] for n in nodes}
+    comm_facts = {n.name: facts[n.name][env_comm.ID] for n in nodes}
     master = next((n for n in nodes if comm_facts[n.name].is_master), nodes[0])
     order = [master] + [n for n in nodes if n is not master]
     backend_of = {n.name: ("nvidia" if n.backend == "nvidia" else "ascend") for n in nodes}
     m_comm = comm_facts[master.name].comm(backend_of[master.name])
-    problems = [Refusal(n.name, "env.comm", "fail", "no usable communication interface with an address")
+    problems = [Refusal(n.name, env_comm.ID, "fail", "no usable communication interface with an address")
                 for n in nodes if comm_facts[n.name].comm(backend_of[n.name]).ip is None]
-    ports: net_ports.Facts = facts[master.name]["net.ports"]
-    params = master.check_params("net.ports", net_ports.DEFAULTS)
+    ports: net_ports.Facts = facts[master.name][net_ports.ID]
+    params = master.check_params(net_ports.ID, net_ports.DEFAULTS)
     planned, _ = net_ports.plan(ports, params, master)
     hccl_ranges = [(p.lo, p.hi) for p in planned if p.label.startswith("HCCL")]
     wanted = job.get("master_port")
@@ -161,7 +160,7 @@ def derive(inv, facts: Mapping[str, Mapping[str, Any]], report: Report) -> list[
     if wanted is None and launch.isdigit():  # the launch environment's own port, when it is usable
         port = master_port(int(launch), *args)[0] or port
     if port is None:
-        problems.append(Refusal(master.name, "net.ports", "fail", f"job.master_port {why}" if wanted else why))
+        problems.append(Refusal(master.name, net_ports.ID, "fail", f"job.master_port {why}" if wanted else why))
     if problems:
         raise EnvRefused(problems)
     out = []
@@ -174,12 +173,12 @@ def derive(inv, facts: Mapping[str, Mapping[str, Any]], report: Report) -> list[
             env.update(HCCL_IF_IP=comm.ip, HCCL_SOCKET_IFNAME=f"={comm.iface}")  # type: ignore[arg-type]
         env["GLOO_SOCKET_IFNAME"] = comm.iface  # type: ignore[assignment]
         env.update(MASTER_ADDR=m_comm.ip, MASTER_PORT=str(port), NNODES=str(len(order)), NODE_RANK=str(rank))  # type: ignore[arg-type]
-        npu = facts[n.name].get("npu.health")
+        npu = facts[n.name].get(npu_health.ID)
         nproc = job.get("nproc_per_node")
         ids = visible([c.logical_id for c in npu.chips], nproc) if npu is not None and npu.chips else []
         if backend_of[n.name] == "ascend":
             if not ids or (nproc and len(ids) < nproc):
-                raise EnvRefused([Refusal(n.name, "npu.health", "fail",
+                raise EnvRefused([Refusal(n.name, npu_health.ID, "fail",
                                           f"{len(ids)} devices found, job.nproc_per_node is {nproc}")])
             env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, ids))
         if backend_of[n.name] == "ascend":
