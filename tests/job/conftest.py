@@ -21,11 +21,14 @@ def job_cluster(sim_cluster_factory):
 
 
 def write_inventory(cluster, path: Path, job: dict[str, Any] | None = None, node_env_files: dict[str, list[str]] | None = None,
-                    defaults: dict[str, Any] | None = None, drop_env: tuple[str, ...] = ()) -> Path:
+                    defaults: dict[str, Any] | None = None, drop_env: tuple[str, ...] = (),
+                    checks: dict[str, Any] | None = None) -> Path:
     """The simulated cluster's own inventory plus a job: section (and per-node env_files)."""
     doc = yaml.safe_load(Path(cluster.inventory_path).read_text())
     if job is not None:
         doc["job"] = job
+    if checks:
+        doc["checks"] = checks
     doc["defaults"].update(defaults or {})
     for key in drop_env:  # leave the variable to the nodes' own env files
         doc["defaults"]["env"].pop(key, None)
