@@ -1,4 +1,4 @@
-"""Megatron checkpoint trees, read from what a node's shell prints (pure; see docs/FORMATS.md §8).
+"""Megatron checkpoint trees, read from what a node's shell prints (pure; see docs/FORMATS.md §7.1).
 
 Megatron-LM's own layout (megatron/training/checkpointing.py, `get_checkpoint_name` and
 `get_checkpoint_tracker_filename`; megatron/core/dist_checkpointing/core.py):

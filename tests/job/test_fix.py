@@ -12,7 +12,7 @@ def test_edit_changes_only_plain_assignments_of_that_variable():
     new = fix.edit(old, "GLOO_SOCKET_IFNAME", "eth0")
     assert new == b"export GLOO_SOCKET_IFNAME=eth0  # old\nGLOO_SOCKET_IFNAME_X=1\n  GLOO_SOCKET_IFNAME=eth0\necho $GLOO_SOCKET_IFNAME\n"
     assert fix.edit(b"export A=1\n", "GLOO_SOCKET_IFNAME", "eth0") is None
-    assert fix.edit(b"export HCCL_SOCKET_IFNAME=eth\n", "HCCL_SOCKET_IFNAME", "=eth0") == b"export HCCL_SOCKET_IFNAME==eth0\n"  # ENV.md §A.2: two signs
+    assert fix.edit(b"export HCCL_SOCKET_IFNAME=eth\n", "HCCL_SOCKET_IFNAME", "=eth0") == b"export HCCL_SOCKET_IFNAME==eth0\n"  # docs/ENV.md §A.2: two signs
 
 
 def test_read_command_round_trips_bytes(tmp_path):
