@@ -163,6 +163,7 @@ def plan_node(node, comm: env_comm.Facts, ports: net_ports.Facts | None, files: 
     want = {"HCCL_IF_IP": ip, "HCCL_SOCKET_IFNAME": f"={iface}" if iface else None, "GLOO_SOCKET_IFNAME": iface}
     contents = {p: files.get(p) for p in node.env_files}
     for var, why in wrong_vars(comm, params, node).items():
+        why = why.split("; interfaces:")[0]  # the interface list is in env.comm's own result
         value = want[var]
         if var in node.env:
             fix.manual.append(f"{var} comes from the inventory's env for {node.name} ({why}): set it to {value} there")
