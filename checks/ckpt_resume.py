@@ -20,7 +20,7 @@ Why it matters: Megatron asserts on a checkpoint saved with another layout only 
 initialised and started reading (torch format: the `mp_rank_*` file of its rank is not there, or
 `tensor_model_parallel_size value from checkpoint (8) is not equal to the input argument value (4)`);
 a node without the tracker file silently starts from iteration 0 while the others resume, and a save
-that fills the disk loses the run's last hours (docs/FAILURES.md, docs/MIGRATION.md §1.4).
+that fills the disk loses the run's last hours (docs/MIGRATION.md §7; the tree: docs/FORMATS.md §7.1).
 
 How to fix: run with the layout the checkpoint was saved with, or reshard it first (Megatron-LM's
 `tools/checkpoint/convert.py --target-tensor-parallel-size N --target-pipeline-parallel-size M`,

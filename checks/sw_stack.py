@@ -193,7 +193,7 @@ def _problems(name: str, node, s: Stack, job: Mapping[str, Any], table) -> list[
     out: list[tuple[Status, str, str]] = []
     if s.megatron_error:
         out.append((Status.FAIL, f"Megatron-LM tree unreadable: {s.megatron_error}",
-                    f"point job.megatron_path at the Megatron-LM checkout (it holds megatron/core/package_info.py)"))
+                    "point job.megatron_path at the Megatron-LM checkout (it holds megatron/core/package_info.py)"))
     elif s.megatron_branch and (m := BRANCH_RE.search(s.megatron_branch)) and m.group(1) != s.megatron:
         out.append((Status.WARN, f"Megatron-LM branch {s.megatron_branch} but package_info.py says {s.megatron_label}",
                     f"check out one release in {mpath} (`git -C {mpath} status`)"))

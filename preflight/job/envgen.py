@@ -1,6 +1,6 @@
 """The launch environment of every node, derived from what a run discovered there (`preflight env`).
 
-Why derive instead of keeping two hand-written launch scripts (docs/MIGRATION.md): the communication
+Why derive instead of keeping two hand-written launch scripts (docs/MIGRATION.md §7): the communication
 NIC, its address, the master's address on it, a free MASTER_PORT and the visible devices are facts
 the checks already read on each node; a value written from them is right by construction, and when
 a check they come from fails, no file is written at all (the caller refuses with the node and check).

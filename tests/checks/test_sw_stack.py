@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 
 from preflight.checkapi import ClusterContext, CommandOutput, Status
 from preflight.checks import sw_stack as check

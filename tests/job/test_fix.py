@@ -1,7 +1,6 @@
 """The pure parts of `preflight fix`: editing an assignment, reading files back, the scripts' shape."""
 from __future__ import annotations
 
-import base64
 import subprocess
 
 from preflight.job import fix
