@@ -120,6 +120,8 @@ def _nnodes_rule(ctx: ClusterContext, nnodes: int) -> RuleResult:
 def evaluate(ctx: ClusterContext) -> list[Finding]:
     if not ctx.job:
         return [skipped("no job: section in the inventory; nothing to validate")]
+    if not any(k in ctx.job for k in REQUIRED + OPTIONAL_ONE + tuple(MODEL_FIELDS.values())):
+        return [skipped("the job: section gives no parallel layout (nnodes, nproc_per_node, tp, pp); nothing to validate")]
     try:
         nnodes, per_node, layout, model = _job(ctx.job)
     except ValueError as exc:

@@ -54,8 +54,15 @@ CHOICES = {
 }
 TOP_KEYS = {"cluster", "defaults", "checks", "nodes", "job"}
 PATH_KEYS = {"data", "checkpoint"}
-JOB_KEYS = {"nnodes", "nproc_per_node", "tp", "pp", "cp", "ep", "etp", "num_layers",
-            "num_attention_heads", "num_experts", "micro_batch", "global_batch"}
+# job: key -> kind. "int": a positive integer; "path": an absolute path string; "hccl": a mapping of
+# HCCL_* variable names to scalar values (the HCCL settings `preflight env` writes, values checked there).
+JOB_KEYS: dict[str, str] = {
+    **{k: "int" for k in ("nnodes", "nproc_per_node", "tp", "pp", "cp", "ep", "etp", "num_layers",
+                          "num_attention_heads", "num_experts", "micro_batch", "global_batch", "seq_length",
+                          "master_port")},
+    **{k: "path" for k in ("load", "save", "megatron_path", "entry")},
+    "hccl": "hccl",
+}
 ANSIBLE_VARS = {"ansible_host": "host", "ansible_port": "port", "ansible_user": "user",
                 "ansible_ssh_private_key_file": "identity_file", "ansible_ssh_host": "host",
                 "ansible_ssh_port": "port", "ansible_ssh_user": "user"}
@@ -311,9 +318,26 @@ def _check_top(ctx: _Ctx, doc: _Map, top: dict[str, Any]) -> None:
             raise ctx.fail(doc, "job", "expected a mapping")
         for k, v in job.items():
             if k not in JOB_KEYS:
-                raise ctx.fail(job, k, f"unknown job key (known: {', '.join(sorted(JOB_KEYS))})")
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ctx.fail(job, k, f"expected a positive integer, got {v!r}")
+                close = _closest(k, sorted(JOB_KEYS))
+                raise ctx.fail(job, k, "unknown job key" + (f" (did you mean {close!r}?)" if close else
+                                                            f" (known: {', '.join(sorted(JOB_KEYS))})"))
+            _check_job_value(ctx, job, k, v)
+
+
+def _check_job_value(ctx: _Ctx, job: _Map, k: str, v: Any) -> None:
+    kind = JOB_KEYS[k]
+    if kind == "int" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise ctx.fail(job, k, f"expected a positive integer, got {v!r}")
+    if kind == "path" and (not isinstance(v, str) or not v.startswith("/") or "\0" in v):
+        raise ctx.fail(job, k, f"expected an absolute path (a string starting with /), got {v!r}")
+    if kind == "hccl":
+        if not isinstance(v, dict):
+            raise ctx.fail(job, k, "expected a mapping of HCCL_* variable names to values")
+        for name, val in v.items():
+            if not name.startswith("HCCL_") or not ENV_NAME_RE.match(name):
+                raise ctx.fail(v, name, "job.hccl holds HCCL_* variables only")
+            if isinstance(val, (dict, list)) or val is None or isinstance(val, bool):
+                raise ctx.fail(v, name, f"expected a number or a string, got {val!r}")
 
 
 def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]], dict[str, Any]]:

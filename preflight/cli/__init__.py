@@ -28,7 +28,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "list-checks": ("preflight.cli.info", "list_checks", "Every check: id, scope, one line of what it checks."),
     "explain": ("preflight.cli.info", "explain", "What a check looks at, why it matters, how to fix."),
     "inventory": ("preflight.cli.info", "inventory_group", "Inspect an inventory."),
-    "plan": ("preflight.cli.plan", "plan", "The valid parallel layouts for N nodes x D devices."),
+    "plan": ("preflight.cli.plan", "plan", "Recommended parallel layouts for N nodes x D devices, with launch arguments."),
+    "env": ("preflight.cli.job", "env_cmd", "Write each node's launch environment, derived from the nodes."),
+    "fix": ("preflight.cli.job", "fix_cmd", "Scripts that fix failed launch-environment and port checks (--apply runs them)."),
     "sim": ("preflight.sim.cli", "sim", "Simulated Ascend cluster: real sshd nodes in network namespaces."),
 }
 

@@ -44,6 +44,13 @@ def test_no_job_section_skips():
     assert f.status is Status.SKIP and "job:" in f.summary
 
 
+def test_job_without_a_layout_skips_but_a_partial_one_fails():
+    [f] = check.evaluate(_ctx({"load": "/ckpt/run1", "megatron_path": "/opt/Megatron-LM"}))
+    assert f.status is Status.SKIP and "no parallel layout" in f.summary
+    [f] = check.evaluate(_ctx({"load": "/ckpt/run1", "tp": 2}))
+    assert f.status is Status.FAIL and "lacks nnodes" in f.summary
+
+
 def test_good_job_passes_with_arithmetic():
     [f] = check.evaluate(_ctx(GOOD_JOB))
     assert f.status is Status.PASS, f.summary

@@ -194,6 +194,29 @@ def test_job_section_validated(tmp_path, job, key):
     assert f": {key}: " in msg and line_of(msg) == 2
 
 
+def test_job_paths_and_hccl(tmp_path):
+    inv = inv_of(tmp_path, """\
+        nodes: [{name: a, host: h}]
+        job: {load: /ckpt/run1, save: /ckpt/run1, megatron_path: /opt/Megatron-LM, hccl: {HCCL_BUFFSIZE: 200}}
+        """)
+    assert inv.job["load"] == "/ckpt/run1" and inv.job["hccl"] == {"HCCL_BUFFSIZE": 200}
+
+
+@pytest.mark.parametrize("job, key, text", [
+    ("{lod: /ckpt}", "lod", "unknown job key (did you mean 'load'?)"),
+    ("{load: ckpt/run1}", "load", "expected an absolute path"),
+    ("{load: 3}", "load", "expected an absolute path"),
+    ("{hccl: [HCCL_BUFFSIZE]}", "hccl", "expected a mapping of HCCL_* variable names"),
+    ("{hccl: {NCCL_DEBUG: INFO}}", "NCCL_DEBUG", "job.hccl holds HCCL_* variables only"),
+])
+def test_job_keys_refused_with_one_line(tmp_path, job, key, text):
+    msg = error_of(tmp_path, f"""\
+        nodes: [{{name: a, host: h}}]
+        job: {job}
+        """)
+    assert f": {key}: " in msg and text in msg and "\n" not in msg
+
+
 # ---------------------------------------------------------------- Ansible
 
 ANSIBLE = """\
