@@ -166,8 +166,11 @@ def start_slurmd(c: "Cluster", name: str) -> None:
     n = c.node(name)
     sdir = slurm_dir(c)
     conf = sdir / "slurm.conf"
+    # /etc/slurm/slurm.conf on the node is the cluster's, as on a real node: programs slurmd runs
+    # without SLURM_CONF in their environment (HealthCheckProgram) find it where Slurm looks
     script = sshd.node_script(n.dir, n.name, c.node_binds(n),
-                              f"exec {SLURMD} -D -N {shlex.quote(n.name)} -f {shlex.quote(str(conf))}")
+                              f"exec {SLURMD} -D -N {shlex.quote(n.name)} -f {shlex.quote(str(conf))}",
+                              etc_links={"slurm/slurm.conf": conf})
     argv = ["nsenter", f"--net=/run/netns/{n.namespace}", "unshare", "--mount", "--uts",
             "--propagation", "private", "sh", "-c", script]
     _spawn(c, "slurmd", n.name, argv, sdir / "log" / f"slurmd-{n.name}.out")
