@@ -5,7 +5,7 @@ prefix of its reason, and a node already offline for someone else's reason is le
 `plan()` is pure: the gate's report + Slurm's view of the nodes -> one Action per node (drain,
 resume, or nothing with a note saying why). `apply()` runs the actions' scontrol lines, stopping
 at the first refusal, so a user who is not an operator gets one line and nothing half-done
-beyond what Slurm already accepted.
+beyond what Slurm already accepted. The rule, item by item: docs/SLURM.md §2.
 """
 from __future__ import annotations
 

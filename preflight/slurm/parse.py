@@ -5,7 +5,7 @@ offline and who put it there: node name, compact state, reason ("none" when ther
 Compact states (sinfo(1), NODE STATE CODES) carry a suffix: `*` not responding, `~` powered off,
 `#` powering up, `%` powering down, `!` pending power down, `$` maintenance reservation, `@`
 pending reboot, `^` rebooting, `-` planned by backfill. With -N a node in several partitions is
-listed once per partition; the first line wins.
+listed once per partition; the first line wins. docs/SLURM.md §1.1 has the table and sources.
 """
 from __future__ import annotations
 
