@@ -24,6 +24,7 @@ Clients use the cluster's slurm.conf through `SLURM_CONF` (Cluster.slurm_env()).
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import shlex
@@ -142,7 +143,7 @@ def start(c: "Cluster", timeout: float = 60.0) -> None:
         (sdir / sub).mkdir(parents=True)
     for n in c.nodes:
         (sdir / "spool" / n.name).mkdir()
-    control_addr = str(__import__("ipaddress").ip_network(c.rec["subnet"]).network_address + 1)
+    control_addr = str(ipaddress.ip_network(c.rec["subnet"]).network_address + 1)
     c.rec["slurm"] = {"dir": str(sdir), "control_name": socket.gethostname().split(".")[0],
                       "control_addr": control_addr, "ctld_port": _free_port(control_addr), "extra": {}}
     conf = write_conf(c)
@@ -174,11 +175,6 @@ def start_slurmd(c: "Cluster", name: str) -> None:
     argv = ["nsenter", f"--net=/run/netns/{n.namespace}", "unshare", "--mount", "--uts",
             "--propagation", "private", "sh", "-c", script]
     _spawn(c, "slurmd", n.name, argv, sdir / "log" / f"slurmd-{n.name}.out")
-
-
-def stop_slurmd(c: "Cluster", name: str) -> None:
-    """Stop one node's slurmd (a node Slurm cannot reach: `down*` after SlurmdTimeout)."""
-    c._stop([r for r in c._procs(name, "slurmd") if procs.alive(r)])
 
 
 def reconfigure(c: "Cluster", extra: Mapping[str, str]) -> None:

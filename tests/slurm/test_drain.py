@@ -23,7 +23,8 @@ def c(slurm_cluster):
     """The module's cluster, healthy and every Slurm node idle after each test."""
     yield slurm_cluster
     slurm_cluster.reset()
-    slurm_cluster.start_sshd("node05") if slurm_cluster.sshd_pid("node05") is None else None
+    if slurm_cluster.sshd_pid("node05") is None:
+        slurm_cluster.start_sshd("node05")
     sim_slurm.resume_all(slurm_cluster)
     sim_slurm.wait_idle(slurm_cluster, [n.name for n in slurm_cluster.nodes], 30)
 

@@ -127,3 +127,13 @@ def test_need_larger_than_the_allocation_is_exit_7(tmp_path):
 def test_dry_run_alone_is_a_usage_error(tmp_path):
     cp = _gate(tmp_path, "--dry-run")
     assert cp.returncode == 2 and "--drain or --resume" in _one_line(cp)
+
+
+def test_run_via_slurm_without_srun_is_exit_5(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: node01, host: 127.0.0.1}\n")
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    cp = subprocess.run([*PREFLIGHT, "run", str(inv), "--via", "slurm"], capture_output=True, text=True,
+                        timeout=60, env=dict(os.environ, PATH=str(empty)))
+    assert cp.returncode == 5 and "srun not found on PATH" in _one_line(cp)
