@@ -49,7 +49,8 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
             from ..transport.replay import Recorder
             recorder = Recorder(record)
         progress = Progress(enabled=sys.stderr.isatty() and not quiet)
-        runner = RunExtras.runner_class(sweep)(inv, factory.make_transport(replay, via=via), runner_opts,
+        transport = factory.make_transport(replay) if via == "ssh" else factory.make_transport(via=via)
+        runner = RunExtras.runner_class(sweep)(inv, transport, runner_opts,
                                                progress=progress, recorder=recorder)
     except (InventoryError, SelectionError) as exc:
         fail_usage(str(exc))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..model import NodeStateKind, Report, Status
+from ..registry import CONNECT_ID
 from . import commands
 from .parse import SlurmNode
 
@@ -60,7 +61,7 @@ def findings(report: Report, strict: bool = False) -> dict[str, tuple[str, bool]
     out: dict[str, tuple[str, bool]] = {}
     for n in report.nodes:
         if n.state is not NodeStateKind.OK:
-            out[n.name] = (reason_text("ssh.connect", f"{n.state.value}{': ' + n.error if n.error else ''}"), True)
+            out[n.name] = (reason_text(CONNECT_ID, f"{n.state.value}{': ' + n.error if n.error else ''}"), True)
     for r in report.results:
         if r.node and r.node not in out and r.status in bad_status:
             out[r.node] = (reason_text(r.check, r.summary), False)
