@@ -150,7 +150,8 @@ class Runner:
                 if self.recorder is not None:
                     self.recorder.state(run.node.name, exc.state, exc.reason)
                 return
-            self._add(run, Result(CONNECT_ID, run.node.name, Status.PASS, _connected(run.node),
+            self._add(run, Result(CONNECT_ID, run.node.name, Status.PASS,
+                                  getattr(run.session, "connected", None) or _connected(run.node),
                                   {"address": f"{run.node.host}:{run.node.port}"}, duration_s=time.monotonic() - t0))
             checks = self._node_checks()
             self._gather(run, checks)

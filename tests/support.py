@@ -7,7 +7,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def fixture_path(name: str) -> Path:
-    for sub in ("", "ascend", "nvidia"):
+    for sub in ("", "ascend", "nvidia", "slurm"):
         p = FIXTURES / sub / name
         if p.exists():
             return p

@@ -9,6 +9,7 @@ from dataclasses import asdict
 import click
 
 from ..inventory import InventoryError, load
+from ..nodeset import fold
 from ..ops import gate as gate_mod
 from ..ops import history as hist
 from ..ops import nagios as nagios_mod
@@ -34,11 +35,21 @@ FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-ch
                   help="Seconds for the whole gate; unfinished nodes count as not usable.")
 @click.option("--local", is_flag=True, help="Check this host only, without SSH (Slurm prolog); INVENTORY optional.")
 @click.option("--exclude-out", type=click.Path(dir_okay=False), help="Write failing/unreachable nodes (hostlist).")
-@click.option("--good-out", type=click.Path(dir_okay=False), help="Write the usable nodes (hostlist).")
+@click.option("--good-out", type=click.Path(dir_okay=False),
+              help="Write the usable nodes (hostlist); with --need, the N chosen.")
+@options.slurm_actions()
 def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_config, deadline, local,
-         exclude_out, good_out) -> None:
+         exclude_out, good_out, need, drain, drain_unreachable, resume, dry_run) -> None:
     """Fast go/no-go before a job: exit 0 only when every node is usable (SPEC exit codes)."""
+    from ..slurm.commands import SlurmError
+    drain = drain or drain_unreachable
+    if dry_run and not (drain or resume):
+        say("--dry-run shows what --drain or --resume would do: give one of them", EXIT_USAGE)
     try:
+        if need is not None:
+            limit = gate_mod.allocation(limit, need)
+        if drain or resume:
+            gate_mod.slurm_usable()
         if local:
             inv = gate_mod.local_inventory(inventory)
         else:
@@ -49,17 +60,32 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
         opts = Options(checks=gate_mod.gate_checks(ids(checks), local), skip=ids(skip), forks=forks,
                        deadline=deadline, strict=strict)
         runner = Runner(inv, factory.make_transport(local=local), opts)
+    except SlurmError as exc:
+        say(str(exc), exc.code)
     except (InventoryError, SelectionError) as exc:
         say(str(exc), EXIT_USAGE)
     report = with_signals(runner, runner.run)
+    code = report.exit_code
     try:
-        gate_mod.write_lists(report, exclude_out, good_out, strict)
+        if need is not None:
+            chosen = gate_mod.select_lists(report, need, exclude_out, good_out, strict)
+            code = 0 if len(chosen) == need else 1
+            if not quiet:
+                click.echo(f"preflight: need {need}: {len(chosen)} usable node(s) chosen"
+                           f"{': ' + fold(chosen) if chosen else ''}", err=True)
+        else:
+            gate_mod.write_lists(report, exclude_out, good_out, strict)
     except OSError as exc:
         say(f"cannot write {exc.filename or 'the node list'}: {exc.strerror}", EXIT_INTERNAL)
-    if quiet and not output:
-        sys.exit(report.exit_code)
-    emit(report, fmt, output, quiet)
-    sys.exit(report.exit_code)
+    if not (quiet and not output):
+        emit(report, fmt, output, quiet)
+    if drain or resume:
+        try:
+            gate_mod.slurm_actions(report, drain, resume, drain_unreachable, dry_run, strict,
+                                   say=lambda line: click.echo(line, err=True))
+        except SlurmError as exc:
+            say(str(exc), exc.code)
+    sys.exit(code)
 
 
 # ---------------------------------------------------------------- nagios

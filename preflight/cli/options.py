@@ -60,3 +60,18 @@ def output(formats: Sequence[str] = FORMATS,
         click.option("--strict", is_flag=True, help="A warning counts as a failure (exit 1)."),
         click.option("--quiet", "-q", is_flag=True, help=quiet_help),
     )
+
+
+def slurm_actions() -> Callable:
+    """--need, --drain, --drain-unreachable, --resume, --dry-run: what the gate does in Slurm."""
+    return _stack(
+        click.option("--need", type=click.IntRange(1), default=None,
+                     help="Choose N usable nodes of the allocation (--limit or $SLURM_JOB_NODELIST); "
+                          "exit 0 when N were found, 1 when not."),
+        click.option("--drain", is_flag=True,
+                     help='Drain failing nodes in Slurm (Reason="preflight: <check> <finding>"); resume '
+                          "those preflight drained that pass now."),
+        click.option("--drain-unreachable", is_flag=True, help="With --drain, drain unreachable nodes too."),
+        click.option("--resume", is_flag=True, help="Resume passing nodes that preflight drained (nothing else)."),
+        click.option("--dry-run", is_flag=True, help="Print the scontrol lines instead of running them."),
+    )

@@ -21,8 +21,10 @@ from .common import Progress, emit, fail_usage, ids, warn_shared_addresses, with
               help="Store the run in DB (default $XDG_STATE_HOME/preflight/history.sqlite); one run at a time.")
 @click.option("--sweep", is_flag=True, help="Nightly mode: busy nodes reported busy, not disturbed; implies --history.")
 @click.option("--prom-output", type=click.Path(dir_okay=False), help="Also write Prometheus textfile metrics here.")
+@click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
+              help="How nodes are reached: SSH, or Slurm's srun (inventory names = Slurm node names).")
 def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_config, deadline, record, replay,
-            history, sweep, prom_output):
+            history, sweep, prom_output, via):
     """Run the checks on every node of INVENTORY and report."""
     from ..inventory import InventoryError, load
     from .extras import RunExtras
@@ -30,6 +32,15 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     from ..runner import Options
     from ..transport import factory
 
+    if via == "slurm":
+        from ..slurm.commands import SlurmError, tool
+        if replay:
+            fail_usage("--via slurm and --replay exclude each other")
+        try:
+            tool("srun")
+        except SlurmError as exc:
+            click.echo(f"preflight: {exc}", err=True)
+            sys.exit(exc.code)
     try:
         inv = load(inventory, limit=limit, ssh_config=ssh_config)
         warn_shared_addresses(inv)
@@ -39,7 +50,8 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
             from ..transport.replay import Recorder
             recorder = Recorder(record)
         progress = Progress(enabled=sys.stderr.isatty() and not quiet)
-        runner = RunExtras.runner_class(sweep)(inv, factory.make_transport(replay), runner_opts,
+        transport = factory.make_transport(replay) if via == "ssh" else factory.make_transport(via=via)
+        runner = RunExtras.runner_class(sweep)(inv, transport, runner_opts,
                                                progress=progress, recorder=recorder)
     except (InventoryError, SelectionError) as exc:
         fail_usage(str(exc))

@@ -104,6 +104,54 @@ def split_nodes(report: Report, strict: bool = False) -> tuple[list[str], list[s
     return [n for n in names if n not in bad], [n for n in names if n in bad]
 
 
+def allocation(limit: str | None, need: int) -> str:
+    """The node set --need chooses from: --limit, else the job's $SLURM_JOB_NODELIST.
+    Raises SlurmError: no allocation (6), or fewer nodes in it than needed (7)."""
+    from ..nodeset import RangeError, expand
+    from ..slurm.commands import EXIT_NEED_TOO_LARGE, EXIT_NO_ALLOCATION, SlurmError
+    nodes = limit or os.environ.get("SLURM_JOB_NODELIST", "")
+    if not nodes:
+        raise SlurmError("--need: no Slurm allocation (run inside a job, where $SLURM_JOB_NODELIST is set, "
+                         "or give --limit NODELIST)", EXIT_NO_ALLOCATION)
+    try:
+        count = len(expand(nodes))
+    except RangeError as exc:
+        raise InventoryError(str(exc)) from None
+    if need > count:
+        raise SlurmError(f"--need {need} is more than the allocation's {count} node(s) ({nodes})",
+                         EXIT_NEED_TOO_LARGE)
+    return nodes
+
+
+def slurm_usable() -> None:
+    """Before any node is checked: the Slurm commands --drain/--resume use are on PATH (else exit 5)."""
+    from ..slurm.commands import tool
+    tool("sinfo")
+    tool("scontrol")
+
+
+def slurm_actions(report: Report, drain: bool, resume: bool, drain_unreachable: bool, dry_run: bool,
+                  strict: bool, say: Any) -> None:
+    """Drain/resume by NHC's rule (preflight/slurm/drain.py); raises SlurmError."""
+    from ..slurm import commands, drain as drain_mod
+    states = commands.node_states([n.name for n in report.nodes])
+    actions = drain_mod.plan(report, states, drain, resume, drain_unreachable, strict)
+    drain_mod.apply(actions, dry_run, say)
+
+
+def select_lists(report: Report, need: int, exclude_out: str | None, good_out: str | None,
+                 strict: bool = False) -> list[str]:
+    """--need: the chosen nodes to --good-out, the unusable ones to --exclude-out."""
+    from ..slurm.select import choose
+    chosen = choose(report, need, strict)
+    _, bad = split_nodes(report, strict)
+    if exclude_out:
+        write_atomic(exclude_out, (fold(bad) + "\n") if bad else "")
+    if good_out:
+        write_atomic(good_out, (fold(chosen) + "\n") if chosen else "")
+    return chosen
+
+
 def write_lists(report: Report, exclude_out: str | None, good_out: str | None, strict: bool = False) -> None:
     """Hostlists, one line each (empty file when empty), written atomically, mode 0600."""
     good, bad = split_nodes(report, strict)

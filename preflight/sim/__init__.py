@@ -15,9 +15,13 @@ Python API::
     c.reset("node02")                                 # back to the healthy baseline
     c.down()                                          # or Cluster.down_dir(dir); safe twice
 
-CLI: ``preflight sim up SPEC [--dir DIR] [--mode netns|loopback|auto]``, ``preflight sim down``,
+CLI: ``preflight sim up SPEC [--dir DIR] [--mode netns|loopback|auto] [--slurm]``, ``preflight sim down``,
 ``preflight sim status`` (also ``python -m preflight.sim.cli``). Default dir /tmp/preflight-sim or
 $PREFLIGHT_SIM_DIR. The spec format is in preflight/sim/spec.py.
+
+Slurm (spec key ``slurm: true`` or ``--slurm``; netns mode): real munged + slurmctld on the control
+side and one slurmd per node, all recorded by PID, state in <dir>/slurm/; clients use
+``SLURM_CONF=<dir>/slurm/slurm.conf`` (``c.slurm_env()``). Details: preflight/sim/slurm.py and docs/SLURM.md §5.
 
 Modes
 -----

@@ -31,7 +31,8 @@ def sim() -> None:
 @click.argument("spec")
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
 @click.option("--mode", type=click.Choice(["netns", "loopback", "auto"]), default="auto", show_default=True)
-def up_cmd(spec: str, directory: str | None, mode: str) -> None:
+@click.option("--slurm", is_flag=True, help="also start real Slurm: slurmctld here, one slurmd per node (netns mode)")
+def up_cmd(spec: str, directory: str | None, mode: str, slurm: bool) -> None:
     source: str | dict = spec
     if not os.path.exists(spec):
         builtin = resources.files("preflight.sim").joinpath("templates", f"{spec}.yaml")
@@ -40,7 +41,7 @@ def up_cmd(spec: str, directory: str | None, mode: str) -> None:
             sys.exit(2)
         source = yaml.safe_load(builtin.read_text(encoding="utf-8"))
     try:
-        c = Cluster.up(source, dir=directory, mode=mode)
+        c = Cluster.up(source, dir=directory, mode=mode, slurm=slurm or None)
     except SimSpecError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -48,6 +49,8 @@ def up_cmd(spec: str, directory: str | None, mode: str) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     click.echo(f"{len(c.nodes)} nodes up ({c.mode} mode) in {c.dir}", err=True)
+    if c.has_slurm:
+        click.echo(f"slurm up: export SLURM_CONF={c.slurm_env()['SLURM_CONF']}", err=True)
     click.echo(str(c.inventory_path))
 
 

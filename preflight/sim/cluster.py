@@ -22,6 +22,7 @@ from typing import Any
 import psutil
 
 from . import keys, netns, procs, record, sshd
+from . import slurm as sim_slurm
 from .faults import FAULTS, apply_fault
 from .inventory import known_hosts_line, write_inventory
 from .procs import SimError
@@ -161,8 +162,11 @@ class Cluster:
     # ---------------------------------------------------------------- bring-up
     @classmethod
     def up(cls, spec: "str | os.PathLike[str] | dict[str, Any] | SimSpec", dir: "str | os.PathLike[str] | None" = None,
-           mode: str = "auto", ready_timeout: float = 60.0) -> "Cluster":
+           mode: str = "auto", ready_timeout: float = 60.0, slurm: bool | None = None) -> "Cluster":
+        """slurm=True starts real Slurm whatever the spec says (`sim up --slurm`)."""
         sp = load_spec(spec)
+        if slurm is not None:
+            sp = replace(sp, slurm=slurm)
         directory = Path(dir or record.default_dir()).resolve()
         mode = resolve_mode(mode)
         directory.mkdir(parents=True, exist_ok=True)
@@ -210,6 +214,8 @@ class Cluster:
         self._start_sshds([n.name for n in self.nodes])
         self._wait_ready(self.nodes, ready_timeout)
         self._write_inventory(sp)
+        if sp.slurm:
+            sim_slurm.start(self, ready_timeout)
         rec["status"] = "up"
         self._save()
         for fault in sp.faults:
@@ -339,6 +345,23 @@ class Cluster:
         return [r for r in self.rec["procs"] if (node is None or r["node"] == node)
                 and (what is None or r["what"] == what)]
 
+    def node_binds(self, n: SimNode) -> list[tuple[Path, str]]:
+        """What a node's mount namespace shows on the real paths (sshd's and slurmd's alike)."""
+        return [(n.dir / "ascend", "/usr/local/Ascend"), (n.dir / "bin", "/usr/local/sbin"),
+                (n.dir / "data", str(self.dir / "mnt" / "data")),
+                (n.dir / "ckpt", str(self.dir / "mnt" / "ckpt"))]
+
+    # ---------------------------------------------------------------- slurm (sim/slurm.py)
+    @property
+    def has_slurm(self) -> bool:
+        return "slurm" in self.rec
+
+    def slurm_env(self) -> dict[str, str]:
+        """os.environ plus SLURM_CONF naming this cluster's slurm.conf (for srun, sbatch, scontrol)."""
+        if not self.has_slurm:
+            raise SimError("this simulated cluster runs no Slurm (spec key slurm: true)")
+        return sim_slurm.env(self)
+
     def _start_sshds(self, names: list[str]) -> None:
         started = []
         for name in names:
@@ -348,9 +371,7 @@ class Cluster:
             if pidfile.exists():
                 pidfile.unlink()
             if n.namespace:
-                binds = [(n.dir / "ascend", "/usr/local/Ascend"), (n.dir / "bin", "/usr/local/sbin"),
-                         (n.dir / "data", str(self.dir / "mnt" / "data")),
-                         (n.dir / "ckpt", str(self.dir / "mnt" / "ckpt"))]
+                binds = self.node_binds(n)
                 argv = sshd.netns_argv(n.namespace, n.dir, n.name, cfg, binds)
                 entry = next(e for e in self.rec["nodes"] if e["name"] == name)
                 # recorded for the reader: they live in the node's mount namespace only and end with it
@@ -596,7 +617,7 @@ class Cluster:
             procs.kill_pids(stray)
             found = True
         _remove_host_dirs()
-        for name in ("nodes", "mnt"):
+        for name in ("nodes", "mnt", "slurm"):
             shutil.rmtree(directory / name, ignore_errors=True)
         for name in ("inventory.yaml", "known_hosts", "authorized_keys", record.RECORD):
             try:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from . import netns, sshd
+from . import slurm as sim_slurm
 from .cluster import Cluster
 
 _serial = itertools.count()
@@ -22,6 +23,11 @@ _serial = itertools.count()
 _NETNS_OK, _NETNS_WHY = netns.available()
 requires_netns = pytest.mark.skipif(not _NETNS_OK, reason=f"netns mode unavailable: {_NETNS_WHY}")
 """Marker for tests that need netns mode (root and a working `ip netns`)."""
+
+_SLURM_OK, _SLURM_WHY = sim_slurm.available()
+requires_slurm = pytest.mark.skipif(not (_NETNS_OK and _SLURM_OK),
+                                    reason=f"real Slurm unavailable: {_SLURM_WHY or _NETNS_WHY}")
+"""Marker for tests that need real Slurm daemons in the test bed (slurm-wlm, munge, netns mode)."""
 
 
 
@@ -60,6 +66,21 @@ def sim_cluster(request: pytest.FixtureRequest, sim_cluster_factory: Callable[..
     spec = getattr(request.module, "SIM_SPEC", {"nodes": 2})
     mode = getattr(request.module, "SIM_MODE", "auto")
     c = sim_cluster_factory(spec, mode=mode)
+    try:
+        yield c
+    finally:
+        c.down(purge=True)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(request: pytest.FixtureRequest, sim_cluster_factory: Callable[..., Cluster]) -> Iterator[Cluster]:
+    """A netns cluster with real Slurm (slurmctld + one slurmd per node), one per module; a module
+    sets `SLURM_SPEC = {...}` to change it (default 4 nodes). Skips with the reason where Slurm,
+    munge, root or netns are missing."""
+    if not (_NETNS_OK and _SLURM_OK):
+        pytest.skip(f"real Slurm unavailable: {_SLURM_WHY or _NETNS_WHY}")
+    spec = dict(getattr(request.module, "SLURM_SPEC", {"nodes": 4}), slurm=True)
+    c = sim_cluster_factory(spec, mode="netns")
     try:
         yield c
     finally:

@@ -12,6 +12,7 @@ that passes for the wrong reason. Every problem is one line naming the place and
                                   # without network:, bring-up picks the first free blocks
                                   # (at least /24) of 198.18.0.0/16 and 198.19.0.0/16
     defaults: {layout: 910B}      # node keys every node gets
+    slurm: false                  # true: real slurmctld + one slurmd per node (netns mode; sim/slurm.py)
     faults:                       # applied after bring-up; see preflight.sim docstring
       - {node: node02, fault: npu_health, device: 3, status: Alarm, codes: [A4025021]}
 """
@@ -35,7 +36,7 @@ class SimSpecError(ValueError):
 
 
 TEST_RANGE = ipaddress.ip_network("198.18.0.0/15")
-TOP_KEYS = {"cluster", "nodes", "prefix", "network", "defaults", "faults"}
+TOP_KEYS = {"cluster", "nodes", "prefix", "network", "defaults", "faults", "slurm"}
 NETWORK_KEYS = {"subnet", "device_subnet"}
 NODE_KEYS = {
     "layout", "chip_name", "npus", "chips_per_npu", "npu_smi_version", "driver_version",
@@ -69,6 +70,7 @@ class SimSpec:
     device_subnet: ipaddress.IPv4Network | None
     faults: tuple[dict[str, Any], ...]
     source: str = "<spec>"
+    slurm: bool = False                          # real slurmctld + one slurmd per node (netns mode)
 
 
 def _fail(source: str, where: str, problem: str) -> SimSpecError:
@@ -194,8 +196,11 @@ def parse_spec(raw: Any, source: str = "<spec>") -> SimSpec:
             raise _fail(source, where, str(exc)) from None
         faults.append(dict(fault))
     cluster = str(raw.get("cluster", "sim"))
+    slurm = raw.get("slurm", False)
+    if not isinstance(slurm, bool):
+        raise _fail(source, "slurm", "must be true or false")
     return SimSpec(cluster=cluster, nodes=tuple(nodes), subnet=subnet, device_subnet=device_subnet,
-                   faults=tuple(faults), source=source)
+                   faults=tuple(faults), source=source, slurm=slurm)
 
 
 def load_spec(spec: "str | os.PathLike[str] | dict[str, Any] | SimSpec") -> SimSpec:

@@ -49,9 +49,12 @@ def write_config(node_dir: Path, listen: str, port: int, authorized_keys: Path,
     return cfg
 
 
-def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
-               binds: list[tuple[Path, str]]) -> list[str]:
-    """The command that starts a node's sshd inside its network, mount and UTS namespaces."""
+def node_script(node_dir: Path, hostname: str, binds: list[tuple[Path, str]], exec_line: str,
+                etc_links: dict[str, Path] | None = None) -> str:
+    """The shell that makes a fresh mount+UTS namespace look like the node (its tree on the
+    real paths, its own /etc/hccn.conf, its host name), then execs the daemon. Shared by sshd and
+    the simulated Slurm's slurmd, so both see the same node. `etc_links` adds files under the
+    node's /etc (relative path -> target), e.g. slurm/slurm.conf, where a real node has them."""
     q = shlex.quote
     etcov = node_dir / "etcov"
     script = ["set -e"]
@@ -60,14 +63,28 @@ def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
         f"mount -t tmpfs -o size=1m,mode=0755 pfs-etc {q(str(etcov))}",
         f"mkdir {q(str(etcov / 'u'))} {q(str(etcov / 'w'))}",
         f"ln -s {q(str(node_dir / 'etc' / 'hccn.conf'))} {q(str(etcov / 'u' / 'hccn.conf'))}",
+    ]
+    for rel, target in (etc_links or {}).items():
+        link = etcov / "u" / rel
+        script += [f"mkdir -p {q(str(link.parent))}", f"ln -s {q(str(target))} {q(str(link))}"]
+    script += [
         f"mount -t overlay pfs-etc -o lowerdir=/etc,upperdir={q(str(etcov / 'u'))},workdir={q(str(etcov / 'w'))} /etc",
         f"hostname {q(hostname)}",
         # what a tuned node has: HCCL's default port range reserved (net sysctls are per netns)
         "echo 60000-60015 > /proc/sys/net/ipv4/ip_local_reserved_ports || true",
-        f"exec {SSHD} -f {q(str(cfg))} -E {q(str(node_dir / 'ssh' / 'sshd.log'))}",
+        exec_line,
     ]
+    return "\n".join(script)
+
+
+def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
+               binds: list[tuple[Path, str]]) -> list[str]:
+    """The command that starts a node's sshd inside its network, mount and UTS namespaces."""
+    q = shlex.quote
+    script = node_script(node_dir, hostname, binds,
+                         f"exec {SSHD} -f {q(str(cfg))} -E {q(str(node_dir / 'ssh' / 'sshd.log'))}")
     return ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private",
-            "sh", "-c", "\n".join(script)]
+            "sh", "-c", script]
 
 
 def loopback_argv(node_dir: Path, cfg: Path) -> list[str]:

@@ -1,12 +1,15 @@
 """Build the transport a command asked for: recorded outputs (`--replay DIR`), this host
-(`gate --local`), or SSH. Commands call `make_transport` and never import a transport themselves,
+(`gate --local`), Slurm's srun (`run --via slurm`), or SSH. Commands call `make_transport` and never import a transport themselves,
 so one place decides which options mean which transport."""
 from __future__ import annotations
 
 from . import Transport
 
 
-def make_transport(replay: str | None = None, local: bool = False) -> Transport:
+def make_transport(replay: str | None = None, local: bool = False, via: str = "ssh") -> Transport:
+    if via == "slurm":
+        from .slurm import SrunTransport
+        return SrunTransport()
     if replay:
         from .replay import ReplayTransport
         return ReplayTransport(replay)

@@ -12,10 +12,12 @@ from .batch import ProbeSpec
 from .stream import POLL_S, Batcher
 
 
-class _PipeStream:
-    def __init__(self, script: str):
-        self.proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+class PipeStream:
+    """A driver run by a local process (argv ends with the script), talked to over its pipes."""
+
+    def __init__(self, argv: list[str]):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
 
     def send(self, data: bytes) -> None:
         self.proc.stdin.write(data)
@@ -43,7 +45,7 @@ class _PipeStream:
 class LocalSession:
     def __init__(self, node: Node):
         self.node = node
-        self.batcher = Batcher(_PipeStream)
+        self.batcher = Batcher(lambda script: PipeStream(["/bin/sh", "-c", script]))
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         return self.batcher.run(probes, cancel)

@@ -1,0 +1,139 @@
+"""Pure parts of preflight.slurm, on Slurm's real output and hand-built reports (no daemons):
+sinfo parsing, NHC's drain/resume rule, --need's choice, and the bad-input exit codes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from preflight.model import Result, Status
+from preflight.slurm import drain
+from preflight.slurm.parse import SlurmNode, parse_sinfo_states
+from preflight.slurm.select import choose
+from tests.ops import make_report
+from tests.support import fixture_body
+
+PREFLIGHT = [sys.executable, "-m", "preflight.cli"]
+
+
+def test_sinfo_states_from_real_slurm():
+    nodes = parse_sinfo_states(fixture_body("sinfo_states.txt"))
+    assert nodes["node01"] == SlurmNode("node01", "down*", "preflight: ssh.connect unreachable")
+    assert nodes["node01"].base == "down" and nodes["node01"].offline and not nodes["node01"].responding
+    assert nodes["node02"].offline and drain.ours(nodes["node02"].reason)
+    assert nodes["node03"].reason == "bad dimm, ticket 4411" and not drain.ours(nodes["node03"].reason)
+    assert parse_sinfo_states("node09 idle none\nnode09 idle none\n") == {"node09": SlurmNode("node09", "idle", None)}
+    assert not parse_sinfo_states("node09 mix- none\n")["node09"].offline
+
+
+def _slurm(**states):
+    return {n: SlurmNode(n, s, r) for n, (s, r) in states.items()}
+
+
+def test_plan_follows_nhcs_rule():
+    report = make_report(nodes=["node01", "node02", "node03", "node04"], fail={"node02": "hccn.link", "node03": "hccn.link"},
+                         unreachable={"node04"})
+    slurm = _slurm(node01=("drain", "preflight: old finding"), node02=("idle", None),
+                   node03=("down*", "power supply"), node04=("idle", None))
+    acts = {a.node: a for a in drain.plan(report, slurm, drain=True, resume=False)}
+    assert acts["node01"].verb == "resume" and acts["node01"].line == "scontrol update NodeName=node01 State=RESUME"
+    assert acts["node02"].verb == "drain"
+    assert acts["node02"].line == "scontrol update NodeName=node02 State=DRAIN 'Reason=preflight: hccn.link device 5 link DOWN'"
+    assert acts["node03"].verb == "none" and "not ours" in acts["node03"].note
+    assert acts["node04"].verb == "none" and "--drain-unreachable" in acts["node04"].note
+    acts = {a.node: a for a in drain.plan(report, slurm, drain=True, resume=False, drain_unreachable=True)}
+    assert acts["node04"].verb == "drain" and acts["node04"].reason.startswith("preflight: ssh.connect unreachable")
+    # --resume alone drains nothing; without either flag nothing at all is done
+    assert {a.verb for a in drain.plan(report, slurm, drain=False, resume=True)} == {"resume", "none"}
+    assert {a.verb for a in drain.plan(report, slurm, drain=False, resume=False)} == {"none"}
+
+
+def test_plan_leaves_a_node_already_drained_with_the_same_reason():
+    report = make_report(nodes=["node01"], fail={"node01": "hccn.link"})
+    same = _slurm(node01=("drain", "preflight: hccn.link device 5 link DOWN"))
+    assert [a.verb for a in drain.plan(report, same, drain=True, resume=False)] == ["none"]
+    newer = _slurm(node01=("drain", "preflight: npu.health old"))
+    assert [a.verb for a in drain.plan(report, newer, drain=True, resume=False)] == ["drain"]
+    assert [a.verb for a in drain.plan(report, {}, drain=True, resume=False)] == ["none"]  # not a Slurm node
+
+
+def test_reason_is_one_bounded_line():
+    text = drain.reason_text("npu.health", "device 3\nAlarm\x1b[31m " + "x" * 300)
+    assert text.startswith("preflight: npu.health device 3 Alarm") and "\n" not in text and "\x1b" not in text
+    assert len(text) == drain.REASON_MAX and text.endswith("...")
+
+
+def test_apply_stops_at_the_first_refusal():
+    from preflight.slurm.commands import EXIT_SLURM_DENIED, SlurmError
+    report = make_report(nodes=["node01", "node02"], fail={"node01": "hccn.link", "node02": "hccn.link"})
+    acts = drain.plan(report, _slurm(node01=("idle", None), node02=("idle", None)), drain=True, resume=False)
+    ran = []
+
+    def refuse(argv):
+        ran.append(argv[2])
+        raise SlurmError("scontrol refused", EXIT_SLURM_DENIED)
+    try:
+        drain.apply(acts, False, lambda s: None, update=refuse)
+    except SlurmError as exc:
+        assert exc.code == 8
+    assert ran == ["NodeName=node01"]
+
+
+def test_choose_passing_first_then_fewest_warnings_stable():
+    warn = [Result("npu.idle", "node01", Status.WARN, "w"), Result("npu.idle", "node03", Status.WARN, "w"),
+            Result("cann.env", "node03", Status.WARN, "w")]
+    report = make_report(nodes=["node01", "node02", "node03", "node04", "node05"], fail={"node04": "hccn.link"},
+                         extra=warn)
+    assert choose(report, 2) == ["node02", "node05"]
+    assert choose(report, 3) == ["node02", "node05", "node01"]
+    assert choose(report, 5) == ["node02", "node05", "node01", "node03"]  # only 4 usable
+    assert choose(report, 3, strict=True) == ["node02", "node05"]
+
+
+def _gate(tmp_path, *args, env_extra=None, drop=("SLURM_JOB_NODELIST",)):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("defaults: {port: 1, connect_timeout: 2}\nnodes:\n  - {name: 'node[01-04]', host: '127.0.0.[1-4]'}\n")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(env_extra or {})
+    return subprocess.run([*PREFLIGHT, "gate", str(inv), *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def _one_line(cp):
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("preflight: ") and "Traceback" not in cp.stderr, cp.stderr
+    assert cp.stdout == ""  # found before any node was checked
+    return lines[0]
+
+
+def test_no_slurm_on_path_is_exit_5(tmp_path):
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    cp = _gate(tmp_path, "--drain", env_extra={"PATH": str(empty)})
+    assert cp.returncode == 5 and "sinfo not found on PATH" in _one_line(cp)
+
+
+def test_need_without_an_allocation_is_exit_6(tmp_path):
+    cp = _gate(tmp_path, "--need", "2")
+    assert cp.returncode == 6 and "no Slurm allocation" in _one_line(cp)
+
+
+def test_need_larger_than_the_allocation_is_exit_7(tmp_path):
+    cp = _gate(tmp_path, "--need", "5", env_extra={"SLURM_JOB_NODELIST": "node[01-04]"})
+    assert cp.returncode == 7 and "--need 5 is more than the allocation's 4 node(s) (node[01-04])" in _one_line(cp)
+    cp = _gate(tmp_path, "--need", "3", "--limit", "node[01-02]")
+    assert cp.returncode == 7
+
+
+def test_dry_run_alone_is_a_usage_error(tmp_path):
+    cp = _gate(tmp_path, "--dry-run")
+    assert cp.returncode == 2 and "--drain or --resume" in _one_line(cp)
+
+
+def test_run_via_slurm_without_srun_is_exit_5(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: node01, host: 127.0.0.1}\n")
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    cp = subprocess.run([*PREFLIGHT, "run", str(inv), "--via", "slurm"], capture_output=True, text=True,
+                        timeout=60, env=dict(os.environ, PATH=str(empty)))
+    assert cp.returncode == 5 and "srun not found on PATH" in _one_line(cp)
