@@ -32,11 +32,12 @@ import preflight
 from preflight import launchenv
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, ParseError, Status, first_line, passed, q, require_ok
 from preflight.model import worst
+from preflight import backend as backends
 from preflight.net.blame import consensus
 
 ID = "sw.consistency"
 SCOPE = "cluster"
-USES = ("cann.env",)
+USES = ("cann.env", "cuda.env")
 DEFAULTS: dict[str, Any] = {"ignore": [], "compat_table": True}
 COMPAT_PATH = Path(preflight.__file__).resolve().parent / "data" / "compat.yaml"
 
@@ -70,6 +71,7 @@ FIELDS = {
     "python": ("python", Status.FAIL), "torch": ("torch", Status.FAIL), "torch_npu": ("torch_npu", Status.FAIL),
     "mindspeed": ("mindspeed", Status.FAIL), "megatron_core": ("megatron-core", Status.FAIL),
     "kernel": ("kernel", Status.WARN),
+    "cuda": ("CUDA", Status.FAIL), "nccl": ("NCCL", Status.FAIL),
 }
 CANN_FIELDS = {"toolkit": "toolkit_version", "driver": "driver_version", "firmware": "firmware_version"}
 ABSENT = "absent"
@@ -174,6 +176,9 @@ def _versions(ctx: ClusterContext) -> tuple[dict[str, dict[str, str | None]], di
         row: dict[str, str | None] = {k: ((getattr(own, k) or ABSENT) if ok else None)
                                       for k in ("python", *PACKAGES)}
         row["kernel"] = own.kernel or ABSENT
+        if getattr(ctx.nodes[name], "backend", "ascend") == "nvidia":
+            versions[name] = row | _cuda_fields(facts.get("cuda.env"))
+            continue
         cann = facts.get("cann.env")
         for field, attr in CANN_FIELDS.items():
             row[field] = str(getattr(cann, attr, None) or ABSENT) if cann is not None else ABSENT
@@ -181,15 +186,25 @@ def _versions(ctx: ClusterContext) -> tuple[dict[str, dict[str, str | None]], di
     return versions, broken
 
 
-def _mismatches(versions: Mapping[str, Mapping[str, str]], ignore: set[str]):
-    """field -> Consensus, for the fields that disagree."""
-    out = {}
-    for field in FIELDS:
-        if field in ignore:
-            continue
-        c = consensus({n: v[field] for n, v in versions.items() if v[field] is not None})
-        if not c.agreed:
-            out[field] = c
+def _cuda_fields(cuda) -> dict[str, str | None]:
+    """An NVIDIA node's driver, CUDA and NCCL (cuda.env); no CANN fields, so they take no part in
+    the Ascend nodes' vote."""
+    py = (getattr(cuda, "python", None) or {}) if cuda is not None else {}
+    return {"driver": (getattr(cuda, "driver_version", None) or ABSENT) if cuda is not None else ABSENT,
+            "cuda": (getattr(cuda, "cuda_version", None) or ABSENT) if cuda is not None else ABSENT,
+            "nccl": py.get("nccl") or ABSENT}
+
+
+def _mismatches(versions: Mapping[str, Mapping[str, str]], ignore: set[str], groups: Mapping[str, list[str]]):
+    """(field, Consensus) for the fields that disagree, within each backend's nodes."""
+    out = []
+    for members in groups.values():
+        for field in FIELDS:
+            if field in ignore:
+                continue
+            c = consensus({n: v[field] for n, v in versions.items() if n in members and v.get(field) is not None})
+            if not c.agreed:
+                out.append((field, c))
     return out
 
 
@@ -212,7 +227,7 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     for name, why in broken.items():
         per_node[name].append((Status.FAIL, f"python unusable: {why}",
                                f"Set `python:` for {name} in the inventory to the interpreter that has torch_npu (e.g. /opt/conda/bin/python3)."))
-    for field, c in _mismatches(versions, ignore).items():
+    for field, c in _mismatches(versions, ignore, backends.groups(ctx.nodes)):
         label, sev = FIELDS[field]
         if c.majority is None:
             summary_parts.append((sev, f"{label} differs with no majority: {c.describe()}"))

@@ -20,7 +20,7 @@ class Decision:
 
 
 def declared(backend: str) -> Decision:
-    return Decision(backend, f"backend: {backend} (inventory)")
+    return Decision(backend, f"backend: {backend} in the inventory")
 
 
 def decide(out: CommandOutput | None) -> Decision:
@@ -39,3 +39,13 @@ def decide(out: CommandOutput | None) -> Decision:
 
 def skip_reason(check_backend: str, node_backend: str, how: str) -> str:
     return (f"{NAMES[check_backend]} check: this is an {NAMES[node_backend]} node ({how})")
+
+
+def groups(nodes) -> dict[str, list[str]]:
+    """backend -> node names (cluster checks compare like with like: an Ascend node's CANN
+    against other Ascend nodes only). `nodes` maps names to inventory Nodes."""
+    out: dict[str, list[str]] = {}
+    for name, node in nodes.items():
+        out.setdefault(getattr(node, "backend", "ascend") if getattr(node, "backend", "ascend") != "auto" else "ascend",
+                       []).append(name)
+    return out
