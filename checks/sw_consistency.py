@@ -267,15 +267,21 @@ def _findings(ctx, versions, per_node, summary_parts) -> list[Finding]:
     status = worst([s for s, _ in summary_parts] + [f.status for f in blamed])
     details = {"versions": versions}
     if status is Status.PASS:
-        return [passed(_agreed_text(versions), **details)]
+        return [passed(_agreed_text(versions, backends.groups(ctx.nodes)), **details)]
     text = "; ".join([t for _, t in summary_parts] + [f.summary for f in blamed])
     fix = "Install the same versions on every node, from one row of the compatibility table (preflight/data/compat.yaml)."
     return [Finding(status, text, details, fix)] + blamed
 
 
-def _agreed_text(versions: Mapping[str, Mapping[str, str]]) -> str:
+def _agreed_text(versions: Mapping[str, Mapping[str, str]], groups: Mapping[str, list[str]] | None = None) -> str:
     if not versions:
         return "no node reported versions"
-    first = next(iter(versions.values()))
-    shown = ", ".join(f"{FIELDS[k][0]} {v}" for k, v in first.items() if v and v != ABSENT)
-    return f"identical on {len(versions)} nodes: {shown}"
+    groups = {b: [n for n in members if n in versions] for b, members in (groups or {"": list(versions)}).items()}
+    groups = {b: m for b, m in groups.items() if m}
+    parts = []
+    for backend, members in groups.items():
+        first = versions[members[0]]
+        shown = ", ".join(f"{FIELDS[k][0]} {v}" for k, v in first.items() if v and v != ABSENT)
+        label = f"{backends.NAMES.get(backend, backend)} " if len(groups) > 1 else ""
+        parts.append(f"identical on {len(members)} {label}nodes: {shown}")
+    return "; ".join(parts)
