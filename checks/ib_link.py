@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping
 
-from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed, require_ok, skipped
+from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed, require_ok, skipped
 from preflight.nvidia import ibstat, probes as nv
 
 ID = "ib.link"
@@ -29,7 +29,6 @@ SCOPE = "node"
 BACKEND = "nvidia"
 GATE = True
 DEFAULTS: dict = {"rate": None, "ports": []}
-PARSERS = {"ibstat": ibstat.parse_ibstat, "ibstatus": ibstat.parse_ibstatus, "sysfs": ibstat.parse_sysfs}
 
 
 @dataclass(frozen=True)
@@ -44,12 +43,8 @@ def probes(node, params) -> dict[str, str]:
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     out = require_ok(outputs.get(nv.IB_PROBE), "ibstat / ibstatus / /sys/class/infiniband")
-    source, text = nv.split_source(out)
-    if source == "none":
-        return Facts("none")
-    if source not in PARSERS:
-        raise ParseError("ib port probe: unexpected output", out.stdout)
-    return Facts(source, tuple(PARSERS[source](text)))
+    source, ports = ibstat.read_probe(out.stdout)
+    return Facts(source, tuple(ports))
 
 
 def _named(port: ibstat.Port, wanted: list[str]) -> bool:

@@ -106,3 +106,17 @@ def parse_sysfs(text: str) -> list[Port]:
         ports.append(Port(ca, int(num or 0), _word(f.get("state", "")), _word(f.get("phys_state", "")),
                           _rate(f.get("rate", "")), f.get("link_layer", "")))
     return ports
+
+
+def read_probe(stdout: str) -> tuple[str, list[Port]]:
+    """The IB_PORTS probe (preflight/nvidia/probes.py) -> (source, ports); source `none` when the
+    node has no ibstat, ibstatus or /sys/class/infiniband. ParseError on anything else."""
+    head, _, rest = stdout.partition("\n")
+    head = head.strip()
+    if head == "@@none":
+        return "none", []
+    source = head[len("@@source "):] if head.startswith("@@source ") else ""
+    parsers = {"ibstat": parse_ibstat, "ibstatus": parse_ibstatus, "sysfs": parse_sysfs}
+    if source not in parsers:
+        raise ParseError("ib port probe: unexpected output", stdout)
+    return source, parsers[source](rest)
