@@ -183,6 +183,9 @@ class Runner:
         if run.node.backend != "auto":
             run.backend = backends.declared(run.node.backend)
             return
+        if not any(c.backend for c in self._node_checks()):  # nothing to decide: no round trip
+            run.backend = backends.Decision("auto", "backend: auto (no backend-specific check selected)")
+            return
         outs = run_batch(run.session, run.node, {"backend": {"detect": backends.DETECT}}, self.cancel, self.recorder)
         run.backend = backends.decide(outs.get("backend", {}).get("detect"))
         run.node = replace(run.node, backend=run.backend.backend)
@@ -356,7 +359,8 @@ class Runner:
         for name, r in self.runs.items():
             if not r.done and r.state is NodeStateKind.OK:
                 r.state, r.error = NodeStateKind.TIMEOUT, f"{cut} before the node finished"
-            nodes.append(NodeState(name, r.node.host, r.state, r.error))
+            nodes.append(NodeState(name, r.node.host, r.state, r.error,
+                                   r.node.backend if r.node.backend in backends.NAMES else None))
             results.extend(self._node_results(r, node_checks, cut))
         results.extend(self.cluster_results)
         for c in self.reported:
