@@ -1,8 +1,9 @@
 """Issue 14 end to end: NVIDIA nodes beside Ascend ones, over real SSH, one report.
 
-One simulated cluster (module-scoped): four healthy 910B Ascend nodes, one healthy H100 node and
-one H100 node per GPU fault (faults are state edits; the simulated nvidia-smi, ibstat and dmesg
-print the real formats from that state). Each fault must be flagged on its node and GPU and
+One simulated cluster (module-scoped): four healthy 910B Ascend nodes and three H100 nodes: gpu01
+healthy, gpu02 with a different fault on six of its GPUs, gpu03 with a GPU gone and an IB port
+Polling (faults are state edits; the simulated nvidia-smi, ibstat and dmesg print the real formats
+from that state). Each fault must be flagged on its node and GPU and
 nowhere else; Ascend checks skip on GPU nodes with the reason and the reverse; sw.consistency and
 env.consistency compare like with like. A second run with `backend: auto` must decide each node's
 backend from what it has. cuda.env is left out of the device run: the sim nodes share the host's
@@ -21,23 +22,23 @@ from preflight.sim.fixtures import requires_netns
 pytestmark = requires_netns
 
 GPU_CHECKS = "gpu.health,gpu.idle,ib.link"
+# gpu02 carries one fault per GPU (so each must land on its own GPU), gpu03 the node-level ones.
 FAULTS = [
+    {"node": "gpu02", "fault": "gpu_hw_slowdown", "device": 0},
+    {"node": "gpu02", "fault": "gpu_remap_pending", "device": 1},
+    {"node": "gpu02", "fault": "gpu_process", "device": 2, "pid": 424242, "name": "python3", "mem": 30000},
     {"node": "gpu02", "fault": "gpu_ecc", "device": 3, "count": 2},
-    {"node": "gpu03", "fault": "gpu_remap_pending", "device": 1},
-    {"node": "gpu04", "fault": "gpu_xid", "device": 5, "xid": 79},
-    {"node": "gpu05", "fault": "gpu_missing", "device": 7},
-    {"node": "gpu06", "fault": "gpu_process", "device": 2, "pid": 424242, "name": "python3", "mem": 30000},
-    {"node": "gpu07", "fault": "ib_port_down", "ca": "mlx5_4", "state": "Polling"},
-    {"node": "gpu08", "fault": "gpu_pcie_degraded", "device": 6, "width": 8},
-    {"node": "gpu09", "fault": "gpu_hw_slowdown", "device": 0},
+    {"node": "gpu02", "fault": "gpu_xid", "device": 5, "xid": 79},
+    {"node": "gpu02", "fault": "gpu_pcie_degraded", "device": 6, "width": 8},
+    {"node": "gpu03", "fault": "gpu_missing", "device": 7},
+    {"node": "gpu03", "fault": "ib_port_down", "ca": "mlx5_4", "state": "Polling"},
 ]
 # (check, node) -> failed GPUs in details (ib.link: failed_ports)
-EXPECTED = {
-    ("gpu.health", "gpu02"): [3], ("gpu.health", "gpu03"): [1], ("gpu.health", "gpu04"): [5],
-    ("gpu.health", "gpu05"): [], ("gpu.idle", "gpu06"): [2], ("ib.link", "gpu07"): ["mlx5_4:1"],
-    ("gpu.health", "gpu08"): [6], ("gpu.health", "gpu09"): [0],
-}
-GPU_NODES = [f"gpu0{i}" for i in range(1, 10)]
+EXPECTED = {("gpu.health", "gpu02"): [0, 1, 3, 5, 6], ("gpu.idle", "gpu02"): [2],
+            ("gpu.health", "gpu03"): [], ("ib.link", "gpu03"): ["mlx5_4:1"]}
+GPU_PROBLEMS = {0: "HW Slowdown Active", 1: "row remap pending", 3: "2 uncorrectable ECC",
+                5: "Xid 79 GPU has fallen off the bus", 6: "PCIe link x8, expected x16"}
+GPU_NODES = ["gpu01", "gpu02", "gpu03"]
 SPEC = {"nodes": [f"asc0{i}" for i in range(1, 5)] + [{"name": n, "backend": "nvidia"} for n in GPU_NODES],
         "faults": FAULTS}
 
@@ -90,16 +91,16 @@ def test_each_gpu_fault_is_flagged_on_its_node_and_gpu_only(device_report):
         assert fails[key]["remediation"]
 
 
-def test_messages_name_what_was_found(device_report):
+def test_messages_name_what_was_found_on_each_gpu(device_report):
     fails = by(device_report, "fail")
-    assert "GPU 3 2 uncorrectable ECC" in fails[("gpu.health", "gpu02")]["summary"]
-    assert "row remap pending" in fails[("gpu.health", "gpu03")]["summary"]
-    assert "GPU 5 Xid 79 GPU has fallen off the bus" in fails[("gpu.health", "gpu04")]["summary"]
-    assert "7 GPUs listed by nvidia-smi, expected 8" in fails[("gpu.health", "gpu05")]["summary"]
-    assert "pid 424242 python3" in fails[("gpu.idle", "gpu06")]["summary"]
-    assert "mlx5_4:1 State Down, Physical state Polling" in fails[("ib.link", "gpu07")]["summary"]
-    assert "PCIe link x8, expected x16" in fails[("gpu.health", "gpu08")]["summary"]
-    assert "HW Slowdown Active" in fails[("gpu.health", "gpu09")]["summary"]
+    health = fails[("gpu.health", "gpu02")]
+    by_gpu = {d["device"]: d["problem"] for d in health["details"]["devices"]}
+    for gpu, words in GPU_PROBLEMS.items():
+        assert words in by_gpu[gpu], (gpu, by_gpu)
+    assert "GPU 2" not in health["summary"]  # the process is gpu.idle's, not a health problem
+    assert "GPU 2: pid 424242 python3" in fails[("gpu.idle", "gpu02")]["summary"]
+    assert "7 GPUs listed by nvidia-smi, expected 8" in fails[("gpu.health", "gpu03")]["summary"]
+    assert "mlx5_4:1 State Down, Physical state Polling" in fails[("ib.link", "gpu03")]["summary"]
 
 
 def test_healthy_h100_node_passes_and_nothing_warns_or_errors(device_report):
@@ -137,7 +138,7 @@ def test_mixed_cluster_one_report_right_exit_code_no_cross_backend_alarm(auto_re
     assert sw["status"] == "pass", sw["summary"]
     ascend, nvidia = sw["summary"].split("; ")
     assert ascend.startswith("identical on 4 Ascend nodes") and "CANN toolkit" in ascend
-    assert nvidia.startswith("identical on 9 NVIDIA nodes") and "CUDA 12.2" in nvidia and "CANN" not in nvidia
+    assert nvidia.startswith("identical on 3 NVIDIA nodes") and "CUDA 12.2" in nvidia and "CANN" not in nvidia
     env = [r for r in report["results"] if r["check"] == "env.consistency"]
     assert all(r["status"] == "pass" for r in env), [r["summary"] for r in env]
 
