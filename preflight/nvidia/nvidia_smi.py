@@ -1,6 +1,6 @@
 """Parsers of `nvidia-smi` output: the `-q` report, the default table and `--query-gpu` CSV.
 
-Formats (docs/FORMATS-NVIDIA.md, samples in tests/fixtures/nvidia):
+Formats (docs/NVIDIA.md §1, samples in tests/fixtures/nvidia):
 
 * `nvidia-smi -q`: `Key : value` lines, keys padded to column 42, nesting by 4-space indentation
   under a `GPU <bus id>` line per GPU. Key names repeat under different parents (`Pending` under
