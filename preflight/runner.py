@@ -166,6 +166,9 @@ class Runner:
                 if info.scope == "node" and info.id in self.reported and info.id not in cut:
                     if info.applies_to(run.node.backend):
                         self._evaluate_node(run, info)
+                    elif run.node.backend == backends.UNKNOWN:
+                        self._add(run, Result(info.id, run.node.name, Status.ERROR, backends.undecided(
+                            run.backend.how if run.backend else "")))
                     else:
                         self._add(run, Result(info.id, run.node.name, Status.SKIP, backends.skip_reason(
                             info.backend, run.node.backend, run.backend.how if run.backend else "")))
@@ -186,7 +189,8 @@ class Runner:
         if not any(c.backend for c in self._node_checks()):  # nothing to decide: no round trip
             run.backend = backends.Decision("auto", "backend: auto (no backend-specific check selected)")
             return
-        outs = run_batch(run.session, run.node, {"backend": {"detect": backends.DETECT}}, self.cancel, self.recorder)
+        outs = run_batch(run.session, run.node, {"backend": {"detect": Probe(backends.DETECT, 30.0)}}, self.cancel,
+                         self.recorder)
         run.backend = backends.decide(outs.get("backend", {}).get("detect"))
         run.node = replace(run.node, backend=run.backend.backend)
 

@@ -21,6 +21,9 @@ class Session:
         out = {}
         for s in specs:
             self.cmds.append(s.cmd)
+            if s.cmd == B.DETECT and self.tools is None:  # the probe never answered
+                out[s.key] = CommandOutput(rc=None, error="connection lost")
+                continue
             text = "".join(f"@@has {t}\n" for t in self.tools) if s.cmd == B.DETECT else "x\n"
             out[s.key] = CommandOutput(stdout=text)
         return out
@@ -66,6 +69,19 @@ def test_auto_nodes_get_their_backend_and_other_backend_checks_skip_without_prob
     assert res[("npu.fake", "n2")].status is Status.SKIP and res[("gpu.fake", "n2")].status is Status.PASS
     assert "gpu-probe" not in t.sessions["n1"].cmds and "npu-probe" not in t.sessions["n2"].cmds
     assert {n.name: n.backend for n in rep.nodes} == {"n1": "ascend", "n2": "nvidia"}
+
+
+def test_a_failed_detection_guesses_nothing(checks, inventory):
+    """No answer to the detection probe: the backend checks are `error` with the reason, never
+    run as the wrong backend; checks for every backend still run."""
+    checks(_with_backend(node_check("npu.fake"), "ascend"), _with_backend(node_check("gpu.fake"), "nvidia"),
+           node_check("any.fake"))
+    t = Transport({"n1": None})
+    rep = Runner(inventory("n1"), t, Options()).run()
+    res = {r.check: r for r in rep.results}
+    assert res["npu.fake"].status is Status.ERROR and res["gpu.fake"].status is Status.ERROR
+    assert "could not tell this node's backend" in res["npu.fake"].summary and "connection lost" in res["npu.fake"].summary
+    assert res["any.fake"].status is Status.PASS and rep.exit_code == 3
 
 
 def test_declared_backend_sends_no_detection_probe(checks, inventory):
