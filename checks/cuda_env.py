@@ -73,10 +73,9 @@ def probes(node, params) -> dict[str, str]:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    smi = require_ok(outputs.get(nv.SMI_PROBE), nv.NVIDIA_SMI)
-    failure = nv.smi_failure(smi, nv.NVIDIA_SMI)
-    if failure is not None:
-        return Facts(tool_error=failure)
+    smi = nv.read_smi(outputs, nv.SMI_PROBE, nv.NVIDIA_SMI)
+    if isinstance(smi, Finding):
+        return Facts(tool_error=smi)
     table = nvidia_smi.parse_table(smi.stdout)
     py = require_ok(outputs.get(PY_PROBE), "python in the launch environment")
     m = re.search(r"^@@visible (.*)$", py.stdout, re.M)

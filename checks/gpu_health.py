@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed, require_ok
+from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed
 from preflight.model import worst
 from preflight.nvidia import nvidia_smi, probes as nv, xid
 
@@ -57,6 +57,16 @@ FIXES = {
 }
 
 
+# nvidia-smi -q Yes/No fields (nvidia_smi.FLAGS) that fail a GPU: (flag, problem, fix key)
+FLAG_PROBLEMS = (
+    ("remap_failed", "row remapping failure occurred (Remapped Rows: Remapping Failure Occurred: Yes)", "remap_failed"),
+    ("remap_pending", "row remap pending (Remapped Rows: Pending: Yes): needs a GPU reset", "remap_pending"),
+    ("retired_pending", "retired page pending (Pending Page Blacklist: Yes): needs a GPU reset", "remap_pending"),
+    ("reset_required", "GPU Reset Status: Reset Required: Yes", "reset"),
+    ("drain_and_reset", "GPU Reset Status: Drain and Reset Recommended: Yes", "reset"),
+)
+
+
 @dataclass(frozen=True)
 class Facts:
     tool_error: Finding | None = None
@@ -71,10 +81,9 @@ def probes(node, params) -> dict[str, str]:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    out = require_ok(outputs.get(nv.QUERY_PROBE), nv.NVIDIA_SMI_Q)
-    failure = nv.smi_failure(out, nv.NVIDIA_SMI_Q)
-    if failure is not None:
-        return Facts(tool_error=failure)
+    out = nv.read_smi(outputs, nv.QUERY_PROBE, nv.NVIDIA_SMI_Q)
+    if isinstance(out, Finding):
+        return Facts(tool_error=out)
     report = nvidia_smi.parse_query(out.stdout)
     if report.attached is not None and report.attached != len(report.gpus):
         raise ParseError(f"nvidia-smi -q: 'Attached GPUs : {report.attached}' but {len(report.gpus)} GPU "
@@ -96,16 +105,7 @@ def _gpu_problems(g: nvidia_smi.QueryGpu, params) -> list[tuple[Status, str, str
         out.append((Status.FAIL, f"{vol} uncorrectable ECC error(s) since the driver loaded (volatile), expected 0", "ecc"))
     elif agg:
         out.append((Status.WARN, f"{agg} uncorrectable ECC error(s) over its lifetime (aggregate), expected 0", "ecc"))
-    if g.remap_failed:
-        out.append((Status.FAIL, "row remapping failure occurred (Remapped Rows: Remapping Failure Occurred: Yes)", "remap_failed"))
-    if g.remap_pending:
-        out.append((Status.FAIL, "row remap pending (Remapped Rows: Pending: Yes): needs a GPU reset", "remap_pending"))
-    if g.retired_pending:
-        out.append((Status.FAIL, "retired page pending (Pending Page Blacklist: Yes): needs a GPU reset", "remap_pending"))
-    if g.reset_required:
-        out.append((Status.FAIL, "GPU Reset Status: Reset Required: Yes", "reset"))
-    if g.drain_and_reset:
-        out.append((Status.FAIL, "GPU Reset Status: Drain and Reset Recommended: Yes", "reset"))
+    out += [(Status.FAIL, text, fix) for name, text, fix in FLAG_PROBLEMS if g.flag(name)]
     active = [r for r in nvidia_smi.HW_SLOWDOWN_REASONS if g.clock_reasons.get(r)]
     if active:
         out.append((Status.FAIL, f"clocks slowed down: {', '.join(active)} Active, expected Not Active", "slowdown"))

@@ -29,6 +29,14 @@ Tree = dict[str, Any]  # key -> str value or a nested Tree
 _KV = re.compile(r"^(?P<indent> *)(?P<key>\S.*?)\s*:\s(?P<value>.*)$|^(?P<indent2> *)(?P<key2>\S.*?)\s*:?\s*$")
 _GPU_HEAD = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+# Yes/No fields of a GPU block that gpu.health reads, by key path (docs/NVIDIA.md §1)
+FLAGS = {
+    "reset_required": ("GPU Reset Status", "Reset Required"),
+    "drain_and_reset": ("GPU Reset Status", "Drain and Reset Recommended"),
+    "remap_pending": ("Remapped Rows", "Pending"),
+    "remap_failed": ("Remapped Rows", "Remapping Failure Occurred"),
+    "retired_pending": ("Retired Pages", "Pending Page Blacklist"),
+}
 # clock-event reasons that mean the hardware is slowing the GPU down (an `Active` one is a finding)
 HW_SLOWDOWN_REASONS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
 
@@ -61,13 +69,9 @@ class QueryGpu:
     def persistence(self) -> str | None:
         return self.get("Persistence Mode")
 
-    @property
-    def reset_required(self) -> bool:
-        return _yes(self.get("GPU Reset Status", "Reset Required"))
-
-    @property
-    def drain_and_reset(self) -> bool:
-        return _yes(self.get("GPU Reset Status", "Drain and Reset Recommended"))
+    def flag(self, name: str) -> bool:
+        """A Yes/No field of FLAGS (`Remapped Rows > Pending: Yes`)."""
+        return _yes(self.get(*FLAGS[name]))
 
     def uncorrectable(self, kind: str) -> int | None:
         """Sum of the uncorrectable ECC counters under `ECC Errors > <kind>` (Volatile/Aggregate):
@@ -77,19 +81,6 @@ class QueryGpu:
         values = [v for k, v in _leaves(sec) if "Uncorrectable" in k[-1] or k[-2:] == ("Double Bit", "Total")]
         nums = [int(v) for v in values if v.strip().isdigit()]
         return sum(nums) if nums else None
-
-    @property
-    def retired_pending(self) -> bool:
-        return _yes(self.get("Retired Pages", "Pending Page Blacklist")) or \
-            _yes(self.get("Retired Pages", "Pending Page Retirement"))
-
-    @property
-    def remap_pending(self) -> bool:
-        return _yes(self.get("Remapped Rows", "Pending"))
-
-    @property
-    def remap_failed(self) -> bool:
-        return _yes(self.get("Remapped Rows", "Remapping Failure Occurred"))
 
     @property
     def clock_reasons(self) -> dict[str, bool]:

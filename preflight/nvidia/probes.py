@@ -13,7 +13,7 @@ has none of them.
 """
 from __future__ import annotations
 
-from ..checkapi import CommandOutput, Finding, Status, first_line
+from ..checkapi import CommandOutput, Finding, first_line, require_ok, tool_failure
 
 NVIDIA_SMI = "nvidia-smi"
 NVIDIA_SMI_Q = "nvidia-smi -q"
@@ -56,10 +56,17 @@ def smi_failure(out: CommandOutput, command: str) -> Finding | None:
         return None
     text = first_line(out.stdout) or first_line(out.stderr) or f"exit code {out.rc}"
     if out.rc == 127:
-        return Finding(Status.FAIL, f"nvidia-smi not found: looked for {SMI_PATH_HINT}",
-                       {"output": first_line(out.stderr), "failed_devices": []},
-                       remediation="Install the NVIDIA driver (it ships nvidia-smi), or add its directory to PATH "
-                                   "for non-interactive SSH shells; in a container run it with the NVIDIA runtime (--gpus all)")
-    return Finding(Status.FAIL, f"{command} failed: {text}", {"output": text, "failed_devices": []},
-                   remediation="Check the driver: `lsmod | grep nvidia`, `dmesg | grep -i nvrm`; reload it "
-                               "(`modprobe nvidia`) or reboot the node; a GPU missing from `lspci -d 10de:` needs a hardware ticket")
+        return tool_failure(f"nvidia-smi not found: looked for {SMI_PATH_HINT}",
+                            "Install the NVIDIA driver (it ships nvidia-smi), or add its directory to PATH for "
+                            "non-interactive SSH shells; in a container run it with the NVIDIA runtime (--gpus all)",
+                            output=first_line(out.stderr))
+    return tool_failure(f"{command} failed: {text}",
+                        "Check the driver: `lsmod | grep nvidia`, `dmesg | grep -i nvrm`; reload it (`modprobe nvidia`) "
+                        "or reboot the node; a GPU missing from `lspci -d 10de:` needs a hardware ticket", output=text)
+
+
+def read_smi(outputs, probe: str, command: str) -> CommandOutput | Finding:
+    """The output of an nvidia-smi probe, or the fail that its absence or error is. A hang or a
+    lost connection raises ParseError (an `error`: preflight could not tell)."""
+    out = require_ok(outputs.get(probe), command)
+    return smi_failure(out, command) or out

@@ -34,7 +34,7 @@ def test_healthy_node_reads_back_healthy():
     q = nvidia_smi.parse_query(render_nvidia.render_query(st))
     assert q.attached == 8 and [g.bus_id for g in q.gpus] == [g["bus"] for g in st["gpus"]]
     for g in q.gpus:
-        assert g.uncorrectable("Volatile") == 0 and not g.remap_pending and not g.clock_reasons["HW Slowdown"]
+        assert g.uncorrectable("Volatile") == 0 and not g.flag("remap_pending") and not g.clock_reasons["HW Slowdown"]
         assert g.pcie()["width_current"] == 16 and g.fabric == ("Completed", "Success")
     t = nvidia_smi.parse_table(render_nvidia.render_table(st))
     assert len(t.gpus) == 8 and t.processes == () and t.driver_version == "535.183.01"
@@ -46,7 +46,7 @@ def test_healthy_node_reads_back_healthy():
 
 @pytest.mark.parametrize("fault,params,check", [
     ("gpu_ecc", {"device": 3, "count": 2}, lambda q, t, p: q.gpus[3].uncorrectable("Volatile") == 2),
-    ("gpu_remap_pending", {"device": 1}, lambda q, t, p: q.gpus[1].remap_pending),
+    ("gpu_remap_pending", {"device": 1}, lambda q, t, p: q.gpus[1].flag("remap_pending")),
     ("gpu_hw_slowdown", {"device": 0}, lambda q, t, p: q.gpus[0].clock_reasons["HW Slowdown"]),
     ("gpu_pcie_degraded", {"device": 6}, lambda q, t, p: q.gpus[6].pcie()["width_current"] == 8),
     ("gpu_missing", {"device": 7}, lambda q, t, p: q.attached == 7 and len(t.gpus) == 7),
@@ -61,7 +61,7 @@ def test_each_fault_changes_what_it_names(fault, params, check):
     p = ibstat.parse_ibstat(render_nvidia.render_ibstat(st))
     assert check(q, t, p)
     healthy = [g for g in q.gpus if g.index not in (params.get("device"),)]
-    assert all(g.uncorrectable("Volatile") == 0 and not g.remap_pending for g in healthy)
+    assert all(g.uncorrectable("Volatile") == 0 and not g.flag("remap_pending") for g in healthy)
 
 
 def test_xid_fault_logs_the_real_line_for_that_gpus_bus():
