@@ -36,6 +36,7 @@ from preflight.ascend import versions
 
 ID = "cann.env"
 SCOPE = "node"
+BACKEND = "ascend"
 GATE = True
 DEFAULTS: dict = {}
 SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")

@@ -9,6 +9,10 @@ What it checks, in the node's launch environment (docs/SPEC.md §2.3: launch_she
 - With none of them set on a host with several NICs, HCCL picks the first by name: a warning.
 - MASTER_ADDR resolves on this node to a non-loopback address routed through the communication
   interface (or owned by this node: then this is the master node).
+- On NVIDIA nodes: NCCL_IB_HCA (`mlx5`, `=mlx5_0:1,mlx5_1:1`, `^=mlx5_1`: NCCL's syntax) names HCAs
+  and ports that exist and are Active/LinkUp (ibstat, ibstatus or /sys/class/infiniband, as ib.link
+  reads them); NCCL_IB_DISABLE=1 while the node has Active InfiniBand ports warns (NCCL then runs
+  over TCP sockets); NCCL_* names are real NCCL variables (typos get a hint, as for HCCL).
 - HCCL_* names are real variables (HCCL_BUFFER_SIZE is a typo of HCCL_BUFFSIZE and does nothing);
   values are valid: HCCL_CONNECT_TIMEOUT 120-7200 s, HCCL_BUFFSIZE an integer number of MB,
   HCCL_IF_BASE_PORT 1024-65520, MASTER_PORT a port, ...
@@ -37,6 +41,7 @@ from preflight.checkapi import CommandOutput, Finding, ParseError, Status, q
 from preflight.model import worst
 from preflight.net import ifname, iproute
 from preflight.net.iproute import Interface, Route
+from preflight.nvidia import ibstat, probes as nv
 
 ID = "env.comm"
 SCOPE = "node"
@@ -70,6 +75,8 @@ class Facts:
     master_route: Route | None = None
     master_error: str | None = None
     family: str = "inet"
+    ib_ports: tuple | None = None  # NVIDIA nodes: RDMA ports (preflight.nvidia.ibstat.Port); None: not read
+    ib_source: str = ""
 
     @property
     def is_master(self) -> bool:
@@ -114,7 +121,8 @@ def _comm_of(picked: list[Interface], family: str, source: str) -> Comm:
 # ---- probes and parse -------------------------------------------------------------------------
 
 def probes(node, params) -> dict[str, str]:
-    return {**launchenv.probe(node), IP_PROBE: iproute.ADDR_CMD}
+    extra = {nv.IB_PROBE: nv.IB_PORTS} if getattr(node, "backend", "auto") == "nvidia" else {}
+    return {**launchenv.probe(node), IP_PROBE: iproute.ADDR_CMD, **extra}
 
 
 def followup(outputs, node, params) -> dict[str, str]:
@@ -147,7 +155,12 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
         ifs = iproute.parse_addr(out)
     master = env.get("MASTER_ADDR", "").strip() or None
     ips, route, merr = _master(outputs.get(MASTER_PROBE)) if master else ((), None, None)
-    return Facts(env, ifs, ip_error, master, ips, route, merr, _family(env))
+    ib, ib_source = None, ""
+    ib_out = outputs.get(nv.IB_PROBE)
+    if ib_out is not None and ib_out.ok:
+        ib_source, ports = ibstat.read_probe(ib_out.stdout)
+        ib = tuple(ports)
+    return Facts(env, ifs, ip_error, master, ips, route, merr, _family(env), ib, ib_source)
 
 
 def _master(out: CommandOutput | None) -> tuple[tuple[str, ...], Route | None, str | None]:
@@ -442,9 +455,95 @@ def rule_values(facts: Facts, params, node) -> list[Problem]:
     return problems
 
 
+# ---- NCCL (NVIDIA nodes) -------------------------------------------------------------------------
+# The variables of NCCL's "Environment Variables" page (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html),
+# the list NCCL_* names are compared against for typo hints.
+NCCL_KNOWN = (
+    "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "NCCL_IB_HCA",
+    "NCCL_IB_DISABLE", "NCCL_IB_GID_INDEX", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_SL", "NCCL_IB_TC",
+    "NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_ADAPTIVE_ROUTING", "NCCL_IB_ROCE_VERSION_NUM",
+    "NCCL_IB_ADDR_FAMILY", "NCCL_IB_ADDR_RANGE", "NCCL_IB_MERGE_VFS", "NCCL_IB_MERGE_NICS", "NCCL_NET", "NCCL_NET_PLUGIN",
+    "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET_SHARED_BUFFERS", "NCCL_CROSS_NIC", "NCCL_TOPO_FILE",
+    "NCCL_TOPO_DUMP_FILE", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_BUFFSIZE",
+    "NCCL_NTHREADS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_ALGO", "NCCL_PROTO", "NCCL_DEBUG",
+    "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_COLLNET_ENABLE", "NCCL_NVLS_ENABLE", "NCCL_LAUNCH_MODE",
+    "NCCL_IGNORE_CPU_AFFINITY", "NCCL_CONF_FILE", "NCCL_CUMEM_ENABLE", "NCCL_NET_GDR_C2C",
+    "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT",  # read by older torch releases, not by NCCL
+)
+
+
+def _hca_tokens(value: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
+    """NCCL_IB_HCA -> (exclude, exact, [(name, port or None)]): `^` excludes, `=` exact names,
+    `:N` a port (NCCL's syntax)."""
+    v = value.strip()
+    exclude = v.startswith("^")
+    v = v[1:] if exclude else v
+    exact = v.startswith("=")
+    v = v[1:] if exact else v
+    out = []
+    for tok in filter(None, (t.strip() for t in v.split(","))):
+        name, _, port = tok.partition(":")
+        out.append((name, int(port) if port.isdigit() else None))
+    return exclude, exact, out
+
+
+def _hca_match(p, name: str, port: int | None, exact: bool) -> bool:
+    return (p.ca == name if exact else p.ca.startswith(name)) and (port is None or p.port == port)
+
+
+def rule_nccl_ib_hca(facts: Facts, params, node) -> list[Problem]:
+    value = facts.env.get("NCCL_IB_HCA", "")
+    if not value.strip() or facts.ib_ports is None:
+        return []
+    ports = facts.ib_ports
+    have = ", ".join(f"{p.name} {p.state}/{p.phys_state}" for p in ports) or "none"
+    fix = f"set NCCL_IB_HCA to Active HCAs of {node.name} (`ibstat`; e.g. `=mlx5_0:1,mlx5_1:1`), or fix the port"
+    if not ports:
+        return _fail(f"NCCL_IB_HCA={value} but {node.name} has no RDMA device (no ibstat, ibstatus or "
+                     f"/sys/class/infiniband)", "unset NCCL_IB_HCA on this node, or install the HCA driver (rdma-core)")
+    exclude, exact, tokens = _hca_tokens(value)
+    if exclude:
+        left = [p for p in ports if not any(_hca_match(p, n, pt, exact) for n, pt in tokens)]
+        if not any(p.up for p in left):
+            return _fail(f"NCCL_IB_HCA={value} leaves no Active port on {node.name} (ports: {have})", fix)
+        return []
+    problems = []
+    for name, port in tokens:
+        matched = [p for p in ports if _hca_match(p, name, port, exact)]
+        label = f"{name}:{port}" if port is not None else name
+        if not matched:
+            problems += _fail(f"NCCL_IB_HCA={value}: no HCA {label} on {node.name} (ports: {have})", fix)
+        for p in matched:
+            if not p.up:
+                problems += _fail(f"NCCL_IB_HCA={value}: {p.name} is {p.state}/{p.phys_state}, expected Active/LinkUp",
+                                  f"check the cable and switch port of {p.name} (`ibstat {p.ca}`), or leave it out of NCCL_IB_HCA")
+    return problems
+
+
+def rule_nccl_ib_disable(facts: Facts, params, node) -> list[Problem]:
+    if facts.env.get("NCCL_IB_DISABLE", "").strip() != "1" or not facts.ib_ports:
+        return []
+    ib = [p for p in facts.ib_ports if p.up and p.link_layer == "InfiniBand"]
+    if not ib:
+        return []
+    return _fail(f"NCCL_IB_DISABLE=1 while {node.name} has {len(ib)} Active InfiniBand port(s) "
+                 f"({', '.join(p.name for p in ib[:4])}{'...' if len(ib) > 4 else ''}): NCCL runs over TCP sockets instead",
+                 "unset NCCL_IB_DISABLE (it is a debugging switch), or set NCCL_IB_HCA to the ports to use", Status.WARN)
+
+
+def rule_nccl_names(facts: Facts, params, node) -> list[Problem]:
+    problems = []
+    for name in sorted(k for k in facts.env if k.startswith("NCCL_") and k not in NCCL_KNOWN):
+        close = next(iter(difflib.get_close_matches(name, NCCL_KNOWN, n=1, cutoff=0.85)), None)
+        if close:
+            problems += _fail(f"{name} is not an NCCL variable (did you mean {close}?); NCCL ignores it",
+                              f"rename it: `export {close}={q(facts.env[name].strip())}` and remove {name}", Status.WARN)
+    return problems
+
+
 RULES = (rule_if_ip, rule_prefix_ifname("HCCL_SOCKET_IFNAME"), rule_gloo, rule_agree, rule_implicit,
          rule_nccl_on_ascend, rule_master, rule_names, rule_values)
-NVIDIA_RULES = (rule_prefix_ifname("NCCL_SOCKET_IFNAME"),)
+NVIDIA_RULES = (rule_prefix_ifname("NCCL_SOCKET_IFNAME"), rule_nccl_ib_hca, rule_nccl_ib_disable, rule_nccl_names)
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:

@@ -36,6 +36,7 @@ from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, ParseError, Status
 from preflight.model import worst
+from preflight import backend as backends
 from preflight.net.blame import consensus
 from preflight.ascend import hccn
 
@@ -147,12 +148,14 @@ def _agree(values: dict[str, Any], what: str, fix: str, status: Status = Status.
 
 
 def rule_variables(ctx: ClusterContext) -> list[Problem]:
+    """Within each backend: an Ascend job and an NVIDIA job are separate launches (docs/NVIDIA.md)."""
     envs = _envs(ctx)
     names = AGREE + (AGREE_IFNAME if _uniform_ifnames(ctx) else ())
     out = []
-    for var in names:
-        values = {n: env.get(var, "").strip() or UNSET for n, env in envs.items()}
-        out += _agree(values, var, VAR_FIX.format(var=var))
+    for members in backends.groups(ctx.nodes).values():
+        for var in names:
+            values = {n: env.get(var, "").strip() or UNSET for n, env in envs.items() if n in members}
+            out += _agree(values, var, VAR_FIX.format(var=var))
     return out
 
 

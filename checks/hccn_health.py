@@ -25,6 +25,7 @@ from preflight.ascend import hccn
 
 ID = "hccn.health"
 SCOPE = "node"
+BACKEND = "ascend"
 PRIVILEGE = "root"  # hccn_tool
 DEFAULTS: dict = {}
 QUERIES = {"net_health": "-net_health -g"}

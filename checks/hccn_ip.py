@@ -25,6 +25,7 @@ from preflight.ascend import hccn
 
 ID = "hccn.ip"
 SCOPE = "node"
+BACKEND = "ascend"
 GATE = True
 PRIVILEGE = "root"  # hccn_tool
 DEFAULTS: dict = {}

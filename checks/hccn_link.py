@@ -27,6 +27,7 @@ from preflight.ascend import hccn
 
 ID = "hccn.link"
 SCOPE = "node"
+BACKEND = "ascend"
 GATE = True
 TREND_METRIC = ("link_up_count", True)
 PRIVILEGE = "root"  # hccn_tool

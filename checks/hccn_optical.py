@@ -29,6 +29,7 @@ from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
 SCOPE = "node"
+BACKEND = "ascend"
 TREND_METRIC = ("optical_rx_power", False)
 PRIVILEGE = "root"  # hccn_tool
 DEFAULTS = {"pod_board_ids": ["0x30", "0x31", "0x32", "0x34"]}

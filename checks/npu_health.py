@@ -30,6 +30,7 @@ from preflight.ascend import npu_smi
 
 ID = "npu.health"
 SCOPE = "node"
+BACKEND = "ascend"
 GATE = True
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
 DEFAULTS: dict = {}

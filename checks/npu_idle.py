@@ -31,6 +31,7 @@ from preflight.ascend import npu_smi
 
 ID = "npu.idle"
 SCOPE = "node"
+BACKEND = "ascend"
 GATE = True
 REQUIRES = ("npu.health",)  # npu-smi missing or failing is npu.health's red line, not a second one
 ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)

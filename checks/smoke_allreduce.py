@@ -7,7 +7,10 @@ with the inventory's `python`. So HCCL_IF_IP, HCCL_SOCKET_IFNAME and GLOO_SOCKET
 exactly as the job will use them. A small self-contained rank script (torch only) travels inline in
 the probe into a private `mktemp -d` directory that the probe's trap removes.
 - Backend: hccl when torch_npu imports and NPUs are visible, nccl when CUDA is available, else gloo
-  (`backend:` overrides; both ranks must agree, or the check fails naming the backends).
+  (`backend:` overrides; both ranks must agree, or the check fails naming the backends). An
+  all-reduce never mixes an Ascend node and an NVIDIA node: the default pair is two nodes of one
+  backend, `mode: pairs` pairs nodes within each backend, and `nodes: [a, b]` naming one of each is
+  refused with the reason.
 - Rendezvous: rank 0 hosts a c10d TCPStore at its communication address (HCCL_IF_IP, else the
   address of GLOO_SOCKET_IFNAME's interface, else the node's host) on `port:` or the first port of
   `port_range:` not listening on rank 0 (net.ports facts); rank 0's bind is the in-probe free check.
@@ -53,7 +56,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from preflight import launchenv
+from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, Probe, Status, first_line, passed, q, skipped
 from preflight.model import worst
@@ -321,6 +324,11 @@ def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
             return [], f"node(s) {', '.join(missing)} named in smoke.allreduce nodes: are {why}"
         if not pairs and len(wanted) != 2:
             return [], f"smoke.allreduce nodes: needs exactly two nodes in pair mode, got {len(wanted)}"
+        kinds = {_backend(ctx, n) for n in wanted}
+        if not pairs and len(kinds) > 1:
+            a, b = wanted
+            return [], (f"smoke.allreduce nodes: {a} is {backends.NAMES[_backend(ctx, a)]} and {b} is "
+                        f"{backends.NAMES[_backend(ctx, b)]}: an all-reduce never mixes the two backends")
         dups = same_machine(ctx, wanted)
         if dups and not pairs:
             a, b = wanted
@@ -335,7 +343,18 @@ def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
     if len(ordered) < 2:
         extra = f" ({len(dups)} more share an address with these)" if dups else ""
         return [], f"needs two reachable nodes on different machines, {len(ordered)} reachable{extra}"
-    return (ordered if pairs else ordered[:2]), None
+    if pairs:
+        return ordered, None
+    for n in ordered:  # the first two nodes of one backend, in order of preference
+        same = [m for m in ordered if _backend(ctx, m) == _backend(ctx, n)]
+        if len(same) >= 2:
+            return same[:2], None
+    return [], "needs two reachable nodes of one backend (an all-reduce never mixes Ascend and NVIDIA nodes)"
+
+
+def _backend(ctx: ClusterContext, node: str) -> str:
+    b = getattr(ctx.nodes.get(node), "backend", "ascend")
+    return b if b in backends.NAMES else "ascend"
 
 
 def comm_address(ctx: ClusterContext, node: str) -> tuple[str, str]:
@@ -460,23 +479,28 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, str | Probe]]:
         return {}
     done = _pairs_run(ctx)
     if not done:
-        return _pair_probes(ctx, pairing(nodes), 1, set())
+        by_backend: dict[str, list[str]] = {}
+        for n in nodes:
+            by_backend.setdefault(_backend(ctx, n), []).append(n)
+        return _pair_probes(ctx, [p for group in by_backend.values() for p in pairing(group)], 1, set())
     if ctx.params.get("mode") != "pairs" or any(r >= 2 for r, _, _ in done):
         return {}
     results = {k: pair_result(ctx, *k) for k in done}
-    repairs = repair_plan(results)
+    repairs = repair_plan(results, lambda n: _backend(ctx, n))
     return _pair_probes(ctx, repairs, 2, set()) if repairs else {}
 
 
-def repair_plan(results: Mapping[tuple[int, str, str], "PairResult"]) -> list[tuple[str, str]]:
-    """Each end of a failing pair, paired with a distinct node of a passing pair (known good)."""
+def repair_plan(results: Mapping[tuple[int, str, str], "PairResult"], backend_of=lambda n: "") -> list[tuple[str, str]]:
+    """Each end of a failing pair, paired with a distinct node of a passing pair (known good) of
+    the same backend."""
     good = [n for (_, a, b), r in results.items() if r.ok for n in (a, b)]
     suspects = [n for (_, a, b), r in results.items() if not r.ok for n in (a, b)]
     out, i = [], 0
     for s in suspects:
-        if not good:
-            break
-        out.append((good[i % len(good)], s))  # known-good node hosts rank 0: the suspect is rank 1
+        mine = [g for g in good if backend_of(g) == backend_of(s)]
+        if not mine:
+            continue
+        out.append((mine[i % len(mine)], s))  # known-good node hosts rank 0: the suspect is rank 1
         i += 1
     return out
 

@@ -32,11 +32,12 @@ import preflight
 from preflight import launchenv
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, ParseError, Status, first_line, passed, q, require_ok
 from preflight.model import worst
+from preflight import backend as backends
 from preflight.net.blame import consensus
 
 ID = "sw.consistency"
 SCOPE = "cluster"
-USES = ("cann.env",)
+USES = ("cann.env", "cuda.env")
 DEFAULTS: dict[str, Any] = {"ignore": [], "compat_table": True}
 COMPAT_PATH = Path(preflight.__file__).resolve().parent / "data" / "compat.yaml"
 
@@ -70,6 +71,7 @@ FIELDS = {
     "python": ("python", Status.FAIL), "torch": ("torch", Status.FAIL), "torch_npu": ("torch_npu", Status.FAIL),
     "mindspeed": ("mindspeed", Status.FAIL), "megatron_core": ("megatron-core", Status.FAIL),
     "kernel": ("kernel", Status.WARN),
+    "cuda": ("CUDA", Status.FAIL), "nccl": ("NCCL", Status.FAIL),
 }
 CANN_FIELDS = {"toolkit": "toolkit_version", "driver": "driver_version", "firmware": "firmware_version"}
 ABSENT = "absent"
@@ -174,6 +176,9 @@ def _versions(ctx: ClusterContext) -> tuple[dict[str, dict[str, str | None]], di
         row: dict[str, str | None] = {k: ((getattr(own, k) or ABSENT) if ok else None)
                                       for k in ("python", *PACKAGES)}
         row["kernel"] = own.kernel or ABSENT
+        if getattr(ctx.nodes[name], "backend", "ascend") == "nvidia":
+            versions[name] = row | _cuda_fields(facts.get("cuda.env"))
+            continue
         cann = facts.get("cann.env")
         for field, attr in CANN_FIELDS.items():
             row[field] = str(getattr(cann, attr, None) or ABSENT) if cann is not None else ABSENT
@@ -181,15 +186,25 @@ def _versions(ctx: ClusterContext) -> tuple[dict[str, dict[str, str | None]], di
     return versions, broken
 
 
-def _mismatches(versions: Mapping[str, Mapping[str, str]], ignore: set[str]):
-    """field -> Consensus, for the fields that disagree."""
-    out = {}
-    for field in FIELDS:
-        if field in ignore:
-            continue
-        c = consensus({n: v[field] for n, v in versions.items() if v[field] is not None})
-        if not c.agreed:
-            out[field] = c
+def _cuda_fields(cuda) -> dict[str, str | None]:
+    """An NVIDIA node's driver, CUDA and NCCL (cuda.env); no CANN fields, so they take no part in
+    the Ascend nodes' vote."""
+    py = (getattr(cuda, "python", None) or {}) if cuda is not None else {}
+    return {"driver": (getattr(cuda, "driver_version", None) or ABSENT) if cuda is not None else ABSENT,
+            "cuda": (getattr(cuda, "cuda_version", None) or ABSENT) if cuda is not None else ABSENT,
+            "nccl": py.get("nccl") or ABSENT}
+
+
+def _mismatches(versions: Mapping[str, Mapping[str, str]], ignore: set[str], groups: Mapping[str, list[str]]):
+    """(field, Consensus) for the fields that disagree, within each backend's nodes."""
+    out = []
+    for members in groups.values():
+        for field in FIELDS:
+            if field in ignore:
+                continue
+            c = consensus({n: v[field] for n, v in versions.items() if n in members and v.get(field) is not None})
+            if not c.agreed:
+                out.append((field, c))
     return out
 
 
@@ -212,7 +227,7 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     for name, why in broken.items():
         per_node[name].append((Status.FAIL, f"python unusable: {why}",
                                f"Set `python:` for {name} in the inventory to the interpreter that has torch_npu (e.g. /opt/conda/bin/python3)."))
-    for field, c in _mismatches(versions, ignore).items():
+    for field, c in _mismatches(versions, ignore, backends.groups(ctx.nodes)):
         label, sev = FIELDS[field]
         if c.majority is None:
             summary_parts.append((sev, f"{label} differs with no majority: {c.describe()}"))
@@ -252,15 +267,21 @@ def _findings(ctx, versions, per_node, summary_parts) -> list[Finding]:
     status = worst([s for s, _ in summary_parts] + [f.status for f in blamed])
     details = {"versions": versions}
     if status is Status.PASS:
-        return [passed(_agreed_text(versions), **details)]
+        return [passed(_agreed_text(versions, backends.groups(ctx.nodes)), **details)]
     text = "; ".join([t for _, t in summary_parts] + [f.summary for f in blamed])
     fix = "Install the same versions on every node, from one row of the compatibility table (preflight/data/compat.yaml)."
     return [Finding(status, text, details, fix)] + blamed
 
 
-def _agreed_text(versions: Mapping[str, Mapping[str, str]]) -> str:
+def _agreed_text(versions: Mapping[str, Mapping[str, str]], groups: Mapping[str, list[str]] | None = None) -> str:
     if not versions:
         return "no node reported versions"
-    first = next(iter(versions.values()))
-    shown = ", ".join(f"{FIELDS[k][0]} {v}" for k, v in first.items() if v and v != ABSENT)
-    return f"identical on {len(versions)} nodes: {shown}"
+    groups = {b: [n for n in members if n in versions] for b, members in (groups or {"": list(versions)}).items()}
+    groups = {b: m for b, m in groups.items() if m}
+    parts = []
+    for backend, members in groups.items():
+        first = versions[members[0]]
+        shown = ", ".join(f"{FIELDS[k][0]} {v}" for k, v in first.items() if v and v != ABSENT)
+        label = f"{backends.NAMES.get(backend, backend)} " if len(groups) > 1 else ""
+        parts.append(f"identical on {len(members)} {label}nodes: {shown}")
+    return "; ".join(parts)

@@ -37,6 +37,9 @@ Policy (module attributes; the core reads them through the registry, never a lis
                                 #   (traffic between nodes), "heavy" (loads devices, reads data sets)
     NODE_PARAMS = ("targets",)  # cluster checks: parameters a node's own `checks:` may set; any
                                 #   other per-node parameter of a cluster check is refused at load
+    BACKEND = "ascend"          # node checks: the accelerator backend it applies to ("ascend",
+                                #   "nvidia"); on a node of the other backend the runner skips it
+                                #   with the reason and sends none of its probes (default None: all)
 
 A vendor tool that does not give its answer (docs/writing-a-check.md §4, the one rule): missing,
 or failing with its own error text, on a node that should have it, is a `fail` built by
@@ -66,6 +69,7 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
     "PRIVILEGE": ("user", ("user", "root")),
     "COST": ("light", ("light", "network", "heavy")),
     "NODE_PARAMS": ((), None),
+    "BACKEND": (None, (None, "ascend", "nvidia")),
 }
 
 __all__ = [

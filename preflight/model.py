@@ -107,9 +107,13 @@ class NodeState:
     host: str
     state: NodeStateKind = NodeStateKind.OK
     error: str | None = None
+    backend: str | None = None  # ascend | nvidia once known (declared, or decided on connect for auto)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "host": self.host, "state": self.state.value, "error": self.error}
+        out = {"name": self.name, "host": self.host, "state": self.state.value, "error": self.error}
+        if self.backend:
+            out["backend"] = self.backend
+        return out
 
 
 @dataclass(frozen=True)

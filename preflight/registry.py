@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 CONNECT_ID = "ssh.connect"
+BACKEND_NAMES = {"ascend": "Ascend", "nvidia": "NVIDIA"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,11 @@ class CheckInfo:
     privilege: str = "user"
     cost: str = "light"
     node_params: tuple[str, ...] = ()
+    backend: str | None = None
+
+    def applies_to(self, backend: str) -> bool:
+        """Whether this check runs on a node of `backend` (ascend | nvidia)."""
+        return self.backend is None or self.backend == backend
 
     def policy_text(self) -> str:
         """The policy as `preflight explain` prints it: one line a person can act on."""
@@ -46,6 +52,8 @@ class CheckInfo:
                           "report": "decides whether a node is busy (--sweep)"}[self.on_busy])
         if self.trend_metric:
             parts.append(f"trend metric: {self.trend_metric[0]}")
+        if self.backend:
+            parts.append(f"{BACKEND_NAMES[self.backend]} nodes only")
         return "\nPolicy: " + "; ".join(parts) + "\n"
 
     @property

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from . import __version__
+from . import __version__, backend as backends
 from .checkapi import ClusterContext, Finding, ParseError, Probe
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
@@ -48,6 +48,7 @@ class NodeRun:
     facts: dict[str, Any] = field(default_factory=dict)
     results: list[Result] = field(default_factory=list)
     done: bool = False
+    backend: backends.Decision | None = None  # the node's backend, once connected
 
 
 def _spec(probe: str | Probe, node: Node) -> tuple[str, float]:
@@ -150,22 +151,49 @@ class Runner:
                 if self.recorder is not None:
                     self.recorder.state(run.node.name, exc.state, exc.reason)
                 return
+            self._resolve_backend(run)
             self._add(run, Result(CONNECT_ID, run.node.name, Status.PASS,
                                   getattr(run.session, "connected", None) or _connected(run.node),
-                                  {"address": f"{run.node.host}:{run.node.port}"}, duration_s=time.monotonic() - t0))
+                                  {"address": f"{run.node.host}:{run.node.port}", "backend": run.node.backend,
+                                   "backend_from": run.backend.how if run.backend else ""},
+                                  duration_s=time.monotonic() - t0))
             checks = self._node_checks()
-            self._gather(run, checks)
-            cut = {c.id for c in checks if any(o.error == CANCELLED for o in run.outputs.get(c.id, {}).values())}
+            mine = [c for c in checks if c.applies_to(run.node.backend)]
+            self._gather(run, mine)
+            cut = {c.id for c in mine if any(o.error == CANCELLED for o in run.outputs.get(c.id, {}).values())}
             if cut:  # the node's batch was still running at the deadline or interrupt
                 run.state, run.error = NodeStateKind.TIMEOUT, f"{self._cut_reason()} before the node finished"
             for info in _requires_first(checks):
                 if info.scope == "node" and info.id in self.reported and info.id not in cut:
-                    self._evaluate_node(run, info)
+                    if info.applies_to(run.node.backend):
+                        self._evaluate_node(run, info)
+                    elif run.node.backend == backends.UNKNOWN:
+                        self._add(run, Result(info.id, run.node.name, Status.ERROR, backends.undecided(
+                            run.backend.how if run.backend else "")))
+                    else:
+                        self._add(run, Result(info.id, run.node.name, Status.SKIP, backends.skip_reason(
+                            info.backend, run.node.backend, run.backend.how if run.backend else "")))
             if not self._plans_ahead():  # nothing more to send this node: free its connection now
                 self._close(run)
         finally:
             run.done = True
             self._tick(run)
+
+    def _resolve_backend(self, run: NodeRun) -> None:
+        """`backend: auto` is decided from what the node has (one small probe); the node the
+        checks see then carries the decided backend."""
+        from dataclasses import replace
+
+        if run.node.backend != "auto":
+            run.backend = backends.declared(run.node.backend)
+            return
+        if not any(c.backend for c in self._node_checks()):  # nothing to decide: no round trip
+            run.backend = backends.Decision("auto", "backend: auto (no backend-specific check selected)")
+            return
+        outs = run_batch(run.session, run.node, {"backend": {"detect": Probe(backends.DETECT, 30.0)}}, self.cancel,
+                         self.recorder)
+        run.backend = backends.decide(outs.get("backend", {}).get("detect"))
+        run.node = replace(run.node, backend=run.backend.backend)
 
     def _gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
         node = run.node
@@ -336,7 +364,8 @@ class Runner:
         for name, r in self.runs.items():
             if not r.done and r.state is NodeStateKind.OK:
                 r.state, r.error = NodeStateKind.TIMEOUT, f"{cut} before the node finished"
-            nodes.append(NodeState(name, r.node.host, r.state, r.error))
+            nodes.append(NodeState(name, r.node.host, r.state, r.error,
+                                   r.node.backend if r.node.backend in backends.NAMES else None))
             results.extend(self._node_results(r, node_checks, cut))
         results.extend(self.cluster_results)
         for c in self.reported:

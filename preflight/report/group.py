@@ -54,6 +54,37 @@ def condensed(groups: list[Group]) -> list[Group]:
     return out
 
 
+def sections(report: Report, groups: list[Group]) -> list[tuple[str | None, list[Group]]]:
+    """Grouped lines split by backend when the report has both Ascend and NVIDIA nodes:
+    [("Ascend nodes", ...), ("NVIDIA nodes", ...), ("cluster", ...)]; one unnamed section otherwise.
+    A line folded across both backends (the same pass on every node) is split into one per backend."""
+    kinds = {n.name: n.backend for n in report.nodes if n.backend}
+    present = list(dict.fromkeys(kinds[n.name] for n in report.nodes if n.name in kinds))
+    if len(present) < 2:
+        return [(None, groups)]
+    names = {"ascend": "Ascend nodes", "nvidia": "NVIDIA nodes"}
+    out: dict[str, list[Group]] = {b: [] for b in present}
+    cluster: list[Group] = []
+    other: list[Group] = []
+    for g in groups:
+        if g.nodes == (CLUSTER,):
+            cluster.append(g)
+            continue
+        for b in present:
+            mine = tuple(n for n in g.nodes if kinds.get(n) == b)
+            if mine:
+                out[b].append(Group(g.check, g.status, g.summary, g.remediation, mine))
+        rest = tuple(n for n in g.nodes if n not in kinds)
+        if rest:
+            other.append(Group(g.check, g.status, g.summary, g.remediation, rest))
+    result = [(names[b], out[b]) for b in present if out[b]]
+    if other:
+        result.append(("nodes of unknown backend", other))
+    if cluster:
+        result.append(("cluster", cluster))
+    return result
+
+
 def by_node(report: Report) -> dict[str, dict[str, Status]]:
     """node -> check -> worst status, for the matrix view."""
     matrix: dict[str, dict[str, Status]] = {}

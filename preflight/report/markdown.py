@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import Report, Status
-from .group import condensed, grouped
+from .group import condensed, grouped, sections
 from .table import VERDICT
 
 
@@ -18,10 +18,15 @@ def render(report: Report) -> str:
     bad = [n for n in report.nodes if n.state.value != "ok"]
     if bad:
         lines += ["## Nodes not reached", ""] + [f"- `{n.name}` ({n.host}): {n.state.value}: {n.error}" for n in bad] + [""]
-    lines += ["## Checks", "", "| status | check | nodes | finding | fix |", "|---|---|---|---|---|"]
-    for g in condensed(grouped(report)):
-        fix = g.remediation if g.status in (Status.FAIL, Status.WARN, Status.ERROR) else ""
-        lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | {_cell(fix)} |")
+    lines += ["## Checks", ""]
+    for title, groups in sections(report, grouped(report)):
+        if title:
+            lines += [f"### {title}", ""]
+        lines += ["| status | check | nodes | finding | fix |", "|---|---|---|---|---|"]
+        for g in condensed(groups):
+            fix = g.remediation if g.status in (Status.FAIL, Status.WARN, Status.ERROR) else ""
+            lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | {_cell(fix)} |")
+        lines.append("")
     counts = report.counts()
-    lines += ["", "Summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()), ""]
+    lines += ["Summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()), ""]
     return "\n".join(lines)

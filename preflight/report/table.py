@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import NodeStateKind, Report, Status
-from .group import by_node, condensed, grouped
+from .group import by_node, condensed, grouped, sections
 
 STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "yellow",
          Status.PASS: "green", Status.SKIP: "dim"}
@@ -38,14 +38,17 @@ def checklist(report: Report, show_pass: bool = True) -> Table:
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
     for col in ("status", "check", "nodes", "finding"):
         table.add_column(col, overflow="fold")
-    for g in condensed(grouped(report)):
-        if g.status is Status.PASS and not show_pass:
-            continue
-        finding = Text(g.summary)  # node text: never markup (brackets in node ranges and tool output)
-        if g.remediation and g.status in (Status.FAIL, Status.WARN, Status.ERROR):
-            finding.append("\nfix: ", style="bold")
-            finding.append(g.remediation)
-        table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]), Text(g.check), Text(g.label), finding)
+    for title, groups in sections(report, grouped(report)):
+        if title:
+            table.add_row(Text(""), Text(f"— {title} —", style="bold"), Text(""), Text(""))
+        for g in condensed(groups):
+            if g.status is Status.PASS and not show_pass:
+                continue
+            finding = Text(g.summary)  # node text: never markup (brackets in node ranges and tool output)
+            if g.remediation and g.status in (Status.FAIL, Status.WARN, Status.ERROR):
+                finding.append("\nfix: ", style="bold")
+                finding.append(g.remediation)
+            table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]), Text(g.check), Text(g.label), finding)
     return table
 
 

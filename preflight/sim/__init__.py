@@ -88,12 +88,28 @@ Faults (``c.inject(node, NAME, **params)`` or a spec's ``faults:``; device = log
     silent_banner                                sshd stopped, a listener accepts TCP and never speaks
     device_drop      [device]                    iptables DROP in the node's netns (netns mode)
     device_net_down                              hccn0 down: every device link DOWN (netns mode)
+  NVIDIA nodes (`device` = GPU index in nvidia-smi order):
+    gpu_ecc          device, count               volatile (and aggregate) DRAM uncorrectable ECC
+    gpu_remap_pending device                     Remapped Rows: Pending: Yes
+    gpu_xid          device, xid (79)            an `NVRM: Xid (PCI:...): N, ...` line in the node's dmesg
+    gpu_missing      device                      the GPU is gone from nvidia-smi (7 of 8)
+    gpu_process      device, pid, name, mem      a compute process on the GPU (table + memory used)
+    gpu_pcie_degraded device, width (8)          PCIe Link Width Current 8x of Max 16x
+    gpu_hw_slowdown  device                      Clocks Event Reasons: HW Slowdown: Active
+    ib_port_down     ca (mlx5_0), state=Polling|Down   the HCA port Down/Polling (or Disabled)
 
 Layouts (node key `layout`): 910B (A2, one chip per card, `Chip`), A3 (two chips per card,
 `Chip  Phy-ID`, 16 logical devices; npu-smi >= 26 prints the 116-char wide table), 310P
 (`Chip    Device`, no HBM, no RoCE: hccn_tool says the command is not supported), 910A (A1,
 910ProB by default, DDR + HBM). Other node keys: chip_name, npus, chips_per_npu,
 npu_smi_version, driver_version, firmware_version, cann_version, arch, hccn_conf, data_files.
+
+NVIDIA nodes (node key `backend: nvidia`, with `gpus` (8) and `gpu_model` (H100, the one model with
+a real `-q` capture)): bin/ holds sh scripts `nvidia-smi` (default table, `-q`, `--query-gpu=...
+--format=csv,noheader,nounits`), `ibstat`, `ibstatus` and `dmesg` (the node's kernel log: sim
+nodes share the host kernel, so the real dmesg would show the host's), catting out/nv/*; no
+npu-smi, no hccn_tool, no device addresses. The inventory gives them `backend: nvidia` and
+NCCL_SOCKET_IFNAME. Formats: preflight/sim/render_nvidia.py.
 
 Simulated tools are POSIX sh that `cat` pre-rendered text (no interpreter per call); text with no
 verbatim capture is marked `# inferred` in the renderers.

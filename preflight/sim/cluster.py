@@ -27,7 +27,7 @@ from .faults import FAULTS, apply_fault
 from .inventory import known_hosts_line, write_inventory
 from .procs import SimError
 from .spec import SimSpec, load_spec
-from .state import build_state, device_count, set_path
+from .state import build_state, device_count, device_ip_count, set_path
 from .tree import write_tree
 
 HOST_MOUNTPOINTS = ("/usr/local/Ascend", "/usr/local/sbin")
@@ -224,7 +224,7 @@ class Cluster:
 
     def _choose_network(self, sp: SimSpec) -> SimSpec:
         if sp.subnet is None:
-            devices = sum(device_count(n) for n in sp.nodes)
+            devices = sum(device_ip_count(n) for n in sp.nodes)
             net = netns.free_test_subnets(len(sp.nodes), devices)
             sp = replace(sp, subnet=ipaddress.ip_network(net["subnet"]),
                          device_subnet=ipaddress.ip_network(net["device_subnet"]))
@@ -247,8 +247,9 @@ class Cluster:
                 shutil.rmtree(node_dir)
             (node_dir / "ssh").mkdir(parents=True)
             count = device_count(ns_spec)
-            dev_ips = [str(dev_net.network_address + offset + 1 + i) for i in range(count)]
-            offset += count
+            n_ips = device_ip_count(ns_spec)
+            dev_ips = [str(dev_net.network_address + offset + 1 + i) for i in range(n_ips)]
+            offset += n_ips
             host = str(sp.subnet.network_address + 1 + ns_spec.index) if netns_mode else "127.0.0.1"  # type: ignore[union-attr]
             asc_home = "/usr/local/Ascend" if netns_mode else str(node_dir / "ascend")
             state = build_state(ns_spec, host, dev_ips, dev_mask, netns.HOST_IFACE if netns_mode else "lo",
@@ -260,7 +261,7 @@ class Cluster:
             path_env = None if netns_mode else f"{node_dir / 'bin'}:{SYS_PATH}"
             sshd.write_config(node_dir, host, port, auth, path_env)
             entry = {"name": name, "index": ns_spec.index, "host": host, "port": port, "dir": str(node_dir),
-                     "ascend_home": asc_home, "devices": count, "namespace": None}
+                     "ascend_home": asc_home, "devices": count, "namespace": None, "backend": ns_spec.backend}
             if netns_mode:
                 (node_dir / "etcov").mkdir()
                 entry.update(namespace=f"{nm['ns_prefix']}{name}", veth_host=f"{nm['veth_host']}{ns_spec.index}",
@@ -336,9 +337,16 @@ class Cluster:
                 e["ascend_home"] = n.ascend_home
                 e["env_files"] = [f"{n.ascend_home}/ascend-toolkit/set_env.sh"]
                 e["paths"] = {"data": [str(n.dir / "data")], "checkpoint": str(n.dir / "ckpt")}
-            e["env"] = {"HCCL_IF_IP": n.host}
+            if self._backend(n.name) == "nvidia":
+                e["backend"] = "nvidia"
+                e["env"] = {"NCCL_SOCKET_IFNAME": iface}
+            else:
+                e["env"] = {"HCCL_IF_IP": n.host}
             entries.append(e)
         write_inventory(self.inventory_path, sp.cluster, defaults, entries)
+
+    def _backend(self, name: str) -> str:
+        return next((e.get("backend", "ascend") for e in self.rec["nodes"] if e["name"] == name), "ascend")
 
     # ---------------------------------------------------------------- processes
     def _procs(self, node: str | None = None, what: str | None = None) -> list[dict[str, Any]]:

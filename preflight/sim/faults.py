@@ -199,6 +199,70 @@ def device_net_down(state: dict, p: dict) -> None:
             d["link_records"].insert(0, [state["now"], "LINK DOWN"])
 
 
+# ---- NVIDIA nodes: `device` is the GPU index (nvidia-smi order) -----------------------------------
+
+def _gpu(state: dict, p: dict) -> dict:
+    if state.get("backend") != "nvidia":
+        raise ValueError("this fault needs an NVIDIA node (backend: nvidia)")
+    if "device" not in p:
+        raise ValueError("needs device:")
+    return st.gpu(state, int(p["device"]))
+
+
+def gpu_ecc(state: dict, p: dict) -> None:
+    g = _gpu(state, p)
+    g["ecc_volatile"] = int(p.get("count", 2))
+    g["ecc_aggregate"] = max(g["ecc_aggregate"], g["ecc_volatile"])
+
+
+def gpu_remap_pending(state: dict, p: dict) -> None:
+    g = _gpu(state, p)
+    g["remap_pending"] = True
+    g["remap_uncorrectable"] += 1
+
+
+def gpu_xid(state: dict, p: dict) -> None:
+    g = _gpu(state, p)
+    state["kernel_log"].append({"gpu": g["index"], "bus": g["bus"], "xid": int(p.get("xid", 79))})
+
+
+def gpu_missing(state: dict, p: dict) -> None:
+    _gpu(state, p)["present"] = False
+
+
+def gpu_process(state: dict, p: dict) -> None:
+    g = _gpu(state, p)
+    mem = int(p.get("mem", 30000))
+    g["processes"].append({"pid": int(p.get("pid", 280080)), "name": str(p.get("name", "python3")), "mem": mem})
+    g["mem_used"] = min(g["mem_total"], g["mem_used"] + mem)
+    g["util"] = 87
+
+
+def gpu_pcie_degraded(state: dict, p: dict) -> None:
+    _gpu(state, p)["pcie_width"] = int(p.get("width", 8))
+
+
+def gpu_hw_slowdown(state: dict, p: dict) -> None:
+    _gpu(state, p)["hw_slowdown"] = True
+
+
+IB_STATES = {"Down": ("Down", "Disabled"), "Polling": ("Down", "Polling")}
+
+
+def ib_port_down(state: dict, p: dict) -> None:
+    if state.get("backend") != "nvidia":
+        raise ValueError("this fault needs an NVIDIA node (backend: nvidia)")
+    ca = str(p.get("ca", "mlx5_0"))
+    how = str(p.get("state", "Polling"))
+    if how not in IB_STATES:
+        raise ValueError(f"state must be one of {', '.join(IB_STATES)}")
+    for port in state["ib_ports"]:
+        if port["ca"] == ca:
+            port["state"], port["phys_state"] = IB_STATES[how]
+            return
+    raise ValueError(f"{state['name']} has no HCA {ca}")
+
+
 # name -> (function, allowed params, required params, needs netns)
 FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]] = {
     "npu_health": (npu_health, {"device", "chip", "status", "codes", "info"}, set(), False),
@@ -223,6 +287,14 @@ FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]]
     "silent_banner": (silent_banner, set(), set(), False),
     "device_drop": (device_drop, {"device", "chip"}, set(), True),
     "device_net_down": (device_net_down, set(), set(), True),
+    "gpu_ecc": (gpu_ecc, {"device", "count"}, {"device"}, False),
+    "gpu_remap_pending": (gpu_remap_pending, {"device"}, {"device"}, False),
+    "gpu_xid": (gpu_xid, {"device", "xid"}, {"device"}, False),
+    "gpu_missing": (gpu_missing, {"device"}, {"device"}, False),
+    "gpu_process": (gpu_process, {"device", "pid", "name", "mem"}, {"device"}, False),
+    "gpu_pcie_degraded": (gpu_pcie_degraded, {"device", "width"}, {"device"}, False),
+    "gpu_hw_slowdown": (gpu_hw_slowdown, {"device"}, {"device"}, False),
+    "ib_port_down": (ib_port_down, {"ca", "state"}, set(), False),
 }
 NEEDS_DEVICE = {"npu_health", "npu_process", "hbm_leak", "link_down", "link_flap", "optical_absent",
                 "optical_rx_low", "ip_missing", "ip_stale"}

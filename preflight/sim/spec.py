@@ -40,8 +40,10 @@ TOP_KEYS = {"cluster", "nodes", "prefix", "network", "defaults", "faults", "slur
 NETWORK_KEYS = {"subnet", "device_subnet"}
 NODE_KEYS = {
     "layout", "chip_name", "npus", "chips_per_npu", "npu_smi_version", "driver_version",
-    "firmware_version", "cann_version", "arch", "hccn_conf", "data_files",
+    "firmware_version", "cann_version", "arch", "hccn_conf", "data_files", "backend", "gpus", "gpu_model",
 }
+BACKENDS = ("ascend", "nvidia")
+GPU_MODELS = ("H100",)  # one model with a real -q capture to render from
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,30}$")
 
 
@@ -60,6 +62,9 @@ class NodeSpec:
     arch: str = field(default_factory=platform.machine)
     hccn_conf: bool = True
     data_files: dict[str, int] = field(default_factory=lambda: {"train.bin": 65536, "train.idx": 4096})
+    backend: str = "ascend"          # nvidia: a GPU node (nvidia-smi, ibstat, a kernel log), no npu-smi
+    gpus: int = 8
+    gpu_model: str = "H100"
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,12 @@ def _node_keys(source: str, where: str, raw: Any) -> dict[str, Any]:
             if not isinstance(out[key], (str, int, float)) or not re.fullmatch(r"[A-Za-z0-9._ -]{1,40}", str(out[key])):
                 raise _fail(source, f"{where}.{key}", "must be a short plain string")
             out[key] = str(out[key])
+    if "backend" in out and out["backend"] not in BACKENDS:
+        raise _fail(source, f"{where}.backend", f"unknown backend {out['backend']!r} (one of {', '.join(BACKENDS)})")
+    if "gpus" in out and (not isinstance(out["gpus"], int) or isinstance(out["gpus"], bool) or not 1 <= out["gpus"] <= 16):
+        raise _fail(source, f"{where}.gpus", "must be an integer from 1 to 16")
+    if "gpu_model" in out and out["gpu_model"] not in GPU_MODELS:
+        raise _fail(source, f"{where}.gpu_model", f"unknown model {out['gpu_model']!r} (one of {', '.join(GPU_MODELS)})")
     if "hccn_conf" in out and not isinstance(out["hccn_conf"], bool):
         raise _fail(source, f"{where}.hccn_conf", "must be true or false")
     if "data_files" in out:
@@ -179,7 +190,7 @@ def parse_spec(raw: Any, source: str = "<spec>") -> SimSpec:
     capacity = subnet.num_addresses - 3 if subnet else 65533  # network, broadcast, the control end
     if len(nodes) > capacity:
         raise _fail(source, "nodes", f"{len(nodes)} nodes do not fit subnet {subnet} (holds {capacity})")
-    devices = sum(n.npus * (n.chips_per_npu or LAYOUTS[n.layout].chips_per_npu) for n in nodes)
+    devices = sum(n.npus * (n.chips_per_npu or LAYOUTS[n.layout].chips_per_npu) for n in nodes if n.backend == "ascend")
     if devices > (device_subnet.num_addresses - 2 if device_subnet else 65534):
         raise _fail(source, "nodes", f"{devices} devices do not fit device_subnet {device_subnet or '198.19.0.0/16'}")
     faults = []

@@ -21,7 +21,42 @@ NOW_TIME = "Mon Dec  1 04:00:00 2025"
 
 
 def device_count(node: "NodeSpec") -> int:
+    """Accelerators the inventory expects: chips on an Ascend node, GPUs on an NVIDIA one."""
+    if node.backend == "nvidia":
+        return node.gpus
     return node.npus * (node.chips_per_npu or LAYOUTS[node.layout].chips_per_npu)
+
+
+def device_ip_count(node: "NodeSpec") -> int:
+    """Addresses on the device network: one per NPU RoCE port; GPU nodes have none (IB is simulated
+    as port state only)."""
+    return 0 if node.backend == "nvidia" else device_count(node)
+
+
+# 8x H100 80GB HBM3 from the real -q capture (bus ids, UUID prefix, 81559 MiB, 700 W cap)
+H100_BUSES = ("00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0", "00000000:86:00.0",
+              "00000000:97:00.0", "00000000:A8:00.0", "00000000:B9:00.0", "00000000:CA:00.0")
+
+
+def _gpus(node: "NodeSpec") -> list[dict[str, Any]]:
+    out = []
+    for i in range(node.gpus):
+        bus = H100_BUSES[i] if i < len(H100_BUSES) else f"00000000:{0xD0 + i:02X}:00.0"
+        out.append({
+            "index": i, "present": True, "name": "NVIDIA H100 80GB HBM3", "bus": bus,
+            "uuid": f"GPU-{node.index:08x}-0000-4000-8000-{i:012x}", "serial": f"16550220{node.index:03d}{i:02d}",
+            "module": i + 1, "persistence": True, "temp": 30 + (node.index + i) % 7, "power": 70.0 + (i * 3) % 9,
+            "power_cap": 700, "mem_used": 0, "mem_total": 81559, "util": 0, "mig": "Disabled",
+            "ecc_volatile": 0, "ecc_aggregate": 0, "remap_uncorrectable": 0, "remap_pending": False,
+            "remap_failed": False, "reset_required": False, "hw_slowdown": False, "pcie_width": 16,
+            "processes": [],
+        })
+    return out
+
+
+def _ib_ports(node: "NodeSpec") -> list[dict[str, Any]]:
+    return [{"ca": f"mlx5_{i}", "state": "Active", "phys_state": "LinkUp", "rate": 400, "lid": 70 + node.index * 8 + i,
+             "guid": f"0x946dae0300{node.index:02x}{i:02x}e7"} for i in range(node.gpus)]
 
 
 def _chip(lay, node: "NodeSpec", npu: int, chip: int, logic: int) -> dict[str, Any]:
@@ -85,7 +120,16 @@ def build_state(node: "NodeSpec", host_ip: str, device_ips: list[str], device_ne
             "tls": [0, 1, 60], "speed": 200000 if lay.key == "A3" else 100000,
         })
     driver = node.driver_version or node.npu_smi_version or lay.npu_smi_version
+    nvidia = node.backend == "nvidia"
+    if nvidia:
+        npus, devices = [], []
     return {
+        "backend": node.backend,
+        "gpus": _gpus(node) if nvidia else [],
+        "ib_ports": _ib_ports(node) if nvidia else [],
+        "kernel_log": [],          # Xid events: {"gpu", "bus", "xid"}
+        "nvidia_driver": "535.183.01",
+        "cuda_version": "12.2",
         "name": node.name,
         "index": node.index,
         "layout": lay.key,
@@ -106,7 +150,7 @@ def build_state(node: "NodeSpec", host_ip: str, device_ips: list[str], device_ne
         "npus": npus,
         "processes": [],
         "devices": devices,
-        "hccn_conf": ({str(d["id"]): d["ip"] for d in devices} if node.hccn_conf and devices else None),
+        "hccn_conf": ({str(d["id"]): d["ip"] for d in devices} if node.hccn_conf and devices and not nvidia else None),
         "npu_smi": "ok",          # ok | missing | hang | busy
         "set_env": True,
         "data_files": {name: {"size": size, "variant": 0} for name, size in node.data_files.items()},
@@ -116,6 +160,13 @@ def build_state(node: "NodeSpec", host_ip: str, device_ips: list[str], device_ne
         "now": NOW_TIME,
         "rendered_at": time.time(),
     }
+
+
+def gpu(state: dict[str, Any], index: int) -> dict[str, Any]:
+    for g in state["gpus"]:
+        if g["index"] == index and g["present"]:
+            return g
+    raise ValueError(f"{state['name']} has no GPU {index}")
 
 
 def chips(state: dict[str, Any]) -> list[dict[str, Any]]:

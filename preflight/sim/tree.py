@@ -81,10 +81,8 @@ def data_bytes(name: str, size: int, variant: int) -> bytes:
 def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
     """Bring node_dir in line with state. ascend_home is where the node sees its Ascend tree."""
     asc = node_dir / "ascend"
-    out = node_dir / "out"
-    npu_out, hccn_out = out / "npu", out / "hccn"
 
-    # Ascend install
+    # Ascend install (also on a GPU node: an empty-looking tree the Ascend checks never read there)
     put(asc / "driver" / "version.info", driver_version_info(state["driver_version"]))
     put(asc / "firmware" / "version.info", firmware_version_info(state["firmware_version"], state["driver_version"]))
     for sub in ("lib64/common", "lib64/driver"):
@@ -108,6 +106,40 @@ def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
     else:
         remove(tk / "set_env.sh")
 
+    if state.get("backend") == "nvidia":
+        _write_nvidia(node_dir, state)
+    else:
+        _write_ascend_tools(node_dir, state, asc)
+        for tool in NVIDIA_TOOLS:
+            remove(node_dir / "bin" / tool)
+    _write_data(node_dir, state)
+
+
+NVIDIA_TOOLS = ("nvidia-smi", "ibstat", "ibstatus", "dmesg")
+
+
+def _write_nvidia(node_dir: Path, state: dict[str, Any]) -> None:
+    """A GPU node: nvidia-smi, ibstat, ibstatus and dmesg (its kernel log) as sh scripts that cat
+    pre-rendered text; no npu-smi (so `backend: auto` sees an NVIDIA node)."""
+    from . import render_nvidia
+
+    out = node_dir / "out" / "nv"
+    put(out / "table", render_nvidia.render_table(state))
+    put(out / "query", render_nvidia.render_query(state))
+    for field, text in render_nvidia.render_csv(state).items():
+        put(out / "csv" / field, text)
+    put(out / "ibstat", render_nvidia.render_ibstat(state))
+    put(out / "ibstatus", render_nvidia.render_ibstatus(state))
+    put(out / "dmesg", render_nvidia.render_dmesg(state))
+    remove(node_dir / "bin" / "npu-smi")
+    remove(node_dir / "etc" / "hccn.conf")
+    for tool in NVIDIA_TOOLS:
+        put(node_dir / "bin" / tool, package_text("tools", tool).replace("@OUT@", shlex.quote(str(out))), 0o755)
+
+
+def _write_ascend_tools(node_dir: Path, state: dict[str, Any], asc: Path) -> None:
+    out = node_dir / "out"
+    npu_out, hccn_out = out / "npu", out / "hccn"
     # npu-smi: whole outputs as files, per-card/per-chip ones as "@@id" sections of one file
     files = render_npusmi.render_all(state)
     sections: dict[str, list[str]] = {"health": [], "board": [], "usages": [], "ecc": []}
@@ -155,6 +187,8 @@ def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
     else:
         put(node_dir / "etc" / "hccn.conf", conf)
 
+
+def _write_data(node_dir: Path, state: dict[str, Any]) -> None:
     # data and checkpoint
     data = node_dir / "data"
     data.mkdir(exist_ok=True)

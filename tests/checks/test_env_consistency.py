@@ -179,3 +179,17 @@ def test_probes_per_backend():
     assert ascend.NPU_SMI_PROBE in E.probes(Node(name="a", host="a"), {})
     fu = E.followup({ascend.NPU_SMI_PROBE: CommandOutput(stdout=NPU_SMI)}, Node(name="a", host="a"), {})
     assert set(fu) == {"tls", "fec"} and "-tls -g" in fu["tls"].cmd
+
+
+def test_variables_are_compared_within_each_backend():
+    """Two Ascend nodes on HCCL, two NVIDIA nodes on NCCL with their own MASTER_ADDR: separate
+    launches, so no variable 'differs'; an outlier inside one backend is still blamed."""
+    facts = [node_facts(1), node_facts(2), node_facts(3, env={"MASTER_ADDR": "10.0.0.3"}),
+             node_facts(4, env={"MASTER_ADDR": "10.0.0.3"})]
+    names = [f"node{i:02}" for i in range(1, 5)]
+    nodes = {n: Node(name=n, host=n, backend="ascend" if i < 2 else "nvidia") for i, n in enumerate(names)}
+    c = ClusterContext(nodes=nodes, facts=dict(zip(names, facts)), params=dict(E.DEFAULTS))
+    assert [p for p in E.rule_variables(c)] == []
+    mixed_ctx = ClusterContext(nodes={n: Node(name=n, host=n, backend="ascend") for n in names},
+                               facts=dict(zip(names, facts)), params=dict(E.DEFAULTS))
+    assert any(p.message.startswith("MASTER_ADDR differs") for p in E.rule_variables(mixed_ctx))

@@ -325,3 +325,27 @@ def test_evaluate_names_the_left_out_twin():
     p = planned(out(OK0), out({**OK1, "node": "c"}), "a", "c")
     [f] = S.evaluate(twin_ctx(planned=p))
     assert f.status is Status.PASS and f.details["same_address"] == {"b": "a"}
+
+
+def _mixed(params=None):
+    """a, b: Ascend; g1, g2: NVIDIA (in an order that would pair a with g1)."""
+    nodes = {"a": node("a", "198.18.0.2", backend="ascend"), "g1": node("g1", "198.18.0.3", backend="nvidia"),
+             "b": node("b", "198.18.0.4", backend="ascend"), "g2": node("g2", "198.18.0.5", backend="nvidia")}
+    return ClusterContext(nodes=nodes, facts={n: {} for n in nodes}, params={**S.DEFAULTS, **(params or {})})
+
+
+def test_default_pair_is_two_nodes_of_one_backend():
+    assert S.select_nodes(_mixed()) == (["a", "b"], None)
+
+
+def test_pairs_mode_pairs_within_each_backend():
+    plan = S.plan(_mixed({"mode": "pairs"}))
+    pairs = {tuple(k.split(S.SEP)[2:4]) for probes in plan.values() for k in probes}
+    assert pairs == {("a", "b"), ("g1", "g2")}, pairs
+
+
+def test_naming_an_ascend_and_an_nvidia_node_is_refused():
+    nodes, problem = S.select_nodes(_mixed({"nodes": ["a", "g1"]}))
+    assert nodes == [] and "a is Ascend and g1 is NVIDIA" in problem
+    [f] = S.evaluate(_mixed({"nodes": ["a", "g1"]}))
+    assert f.status is not Status.PASS and "never mixes" in f.summary

@@ -203,3 +203,37 @@ def test_cann_base(raw, base):
 @pytest.mark.parametrize("raw, line", [("2.1.0.post12", "2.1.0"), ("2.1.0+cpu", "2.1.0"), ("2.1.0a0+git4c55dac", "2.1.0")])
 def test_line_of(raw, line):
     assert check.line_of(raw) == line
+
+
+@dataclass
+class CudaFacts:  # the fields cuda.env exposes
+    driver_version: str = "535.183.01"
+    cuda_version: str = "12.2"
+    python: dict | None = None
+
+
+def _mixed_ctx(cuda: dict[str, CudaFacts]):
+    ascend = _nodes(2)
+    gpu = {f"gpu{i}": check.Facts("3.10.14", "2.4.0", kernel=GOOD.kernel) for i in range(1, 4)}
+    nodes = {n: Node(n, n, backend="ascend") for n in ascend} | {n: Node(n, n, backend="nvidia") for n in gpu}
+    facts = {n: {check.ID: f, "cann.env": CannFacts()} for n, f in ascend.items()}
+    facts |= {n: {check.ID: f, "cuda.env": cuda[n]} for n, f in gpu.items()}
+    return ClusterContext(nodes=nodes, facts=facts, params=dict(check.DEFAULTS))
+
+
+def test_mixed_cluster_compares_like_with_like():
+    """No 'CANN differs' against a GPU node, no 'torch differs' between an Ascend and a GPU node."""
+    nccl = {"nccl": "2.20.5"}
+    [f] = check.evaluate(_mixed_ctx({f"gpu{i}": CudaFacts(python=nccl) for i in range(1, 4)}))
+    assert f.status is Status.PASS, f.summary
+    assert "identical on 2 Ascend nodes" in f.summary and "identical on 3 NVIDIA nodes" in f.summary
+    assert "CUDA 12.2" in f.summary and "NCCL 2.20.5" in f.summary
+
+
+def test_nvidia_driver_outlier_is_blamed_among_gpu_nodes_only():
+    cuda = {"gpu1": CudaFacts(python={"nccl": "2.20.5"}), "gpu2": CudaFacts(python={"nccl": "2.20.5"}),
+            "gpu3": CudaFacts("550.90.07", python={"nccl": "2.20.5"})}
+    findings = check.evaluate(_mixed_ctx(cuda))
+    assert findings[0].status is Status.FAIL
+    blamed = {f.node: f.summary for f in findings if f.node}
+    assert list(blamed) == ["gpu3"] and "driver 550.90.07, expected 535.183.01" in blamed["gpu3"]

@@ -1,0 +1,185 @@
+"""gpu.health: nvidia-smi works, every expected GPU is there, and every GPU is fit to train.
+
+What it checks, from `nvidia-smi -q` and the kernel log of the current boot:
+* the number of GPUs equals the inventory's `devices`;
+* ECC: uncorrectable errors since the driver loaded (`ECC Errors > Volatile`) fail; lifetime ones
+  (`Aggregate`) warn;
+* memory repair: `Remapped Rows > Pending: Yes` (a reset is needed to apply it) and `Remapping
+  Failure Occurred: Yes` fail; on GPUs before Ampere `Retired Pages > Pending Page Blacklist: Yes`;
+* `GPU Reset Status`: `Reset Required` or `Drain and Reset Recommended` is Yes;
+* clock event reasons (called `Clocks Throttle Reasons` by older drivers): HW Slowdown, HW Thermal,
+  HW Power Brake or SW Thermal Slowdown Active;
+* PCIe: link width below the GPU's maximum (x8 on an x16 GPU) fails; generation below the
+  maximum warns only on a busy GPU (an idle GPU drops to Gen 1 to save power: a real A10 sample
+  shows `Current: 1` of `Max: 4` at P8);
+* persistence mode Disabled warns (the first CUDA call then pays the driver load);
+* on NVSwitch systems `Fabric > State: Completed, Status: Success`;
+* `NVRM: Xid` lines: each Xid number is looked up in a table from NVIDIA's Xid catalogue
+  (preflight/nvidia/xid.py): a reset/reboot/service Xid fails, an application-level one warns.
+  The kernel log is read without root where the system allows (dmesg, else journalctl -k -b);
+  when it is not readable the result says so and the Xid part is left out.
+
+Device ids: GPUs are named by their nvidia-smi index (PCI bus order), the number
+`CUDA_VISIBLE_DEVICES` takes with `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
+
+Why it matters: one GPU with a pending row remap, an uncontained ECC error or a GSP timeout makes
+its rank crash or hang inside NCCL, and the whole job with it; a GPU at x8 or in HW slowdown runs
+the whole data-parallel group at its pace.
+
+How to fix: the remediation names the GPU and the command: reset it (`nvidia-smi -r -i N`),
+reboot for Xid 79, drain the node for a remapping failure, reseat for a degraded PCIe link,
+check power and cooling for HW slowdown.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed
+from preflight.model import worst
+from preflight.nvidia import nvidia_smi, probes as nv, xid
+
+ID = "gpu.health"
+SCOPE = "node"
+BACKEND = "nvidia"
+GATE = True
+DEFAULTS = {"require_persistence": True}
+
+FIXES = {
+    "ecc": "reset GPU {gpu} (`nvidia-smi -r -i {gpu}` with no process on it); if uncorrectable errors come back, drain the node and open a hardware ticket",
+    "remap_pending": "reset GPU {gpu} (`nvidia-smi -r -i {gpu}`) or reboot the node to apply the pending row remap",
+    "remap_failed": "drain the node: GPU {gpu} could not remap a failed row and needs replacing (hardware ticket)",
+    "reset": "reset GPU {gpu} (`nvidia-smi -r -i {gpu}`) or reboot the node",
+    "slowdown": "check power and cooling of GPU {gpu} (`nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE`); a power brake is asserted by the board/BMC",
+    "pcie": "reseat GPU {gpu} or its riser and check `lspci -vv -s <bus>` LnkSta; compare with the other GPUs of the node",
+    "fabric": "start or restart nvidia-fabricmanager (`systemctl status nvidia-fabricmanager`) and check the NVSwitches",
+    "persistence": "enable persistence mode: `nvidia-smi -pm 1` (or the nvidia-persistenced service)",
+}
+
+
+# nvidia-smi -q Yes/No fields (nvidia_smi.FLAGS) that fail a GPU: (flag, problem, fix key)
+FLAG_PROBLEMS = (
+    ("remap_failed", "row remapping failure occurred (Remapped Rows: Remapping Failure Occurred: Yes)", "remap_failed"),
+    ("remap_pending", "row remap pending (Remapped Rows: Pending: Yes): needs a GPU reset", "remap_pending"),
+    ("retired_pending", "retired page pending (Pending Page Blacklist: Yes): needs a GPU reset", "remap_pending"),
+    ("reset_required", "GPU Reset Status: Reset Required: Yes", "reset"),
+    ("drain_and_reset", "GPU Reset Status: Drain and Reset Recommended: Yes", "reset"),
+)
+
+
+@dataclass(frozen=True)
+class Facts:
+    tool_error: Finding | None = None
+    report: nvidia_smi.QueryReport | None = None
+    log_source: str = ""           # dmesg | journalctl -k -b | unreadable
+    log_error: str = ""
+    xids: tuple[xid.XidEvent, ...] = field(default_factory=tuple)
+
+
+def probes(node, params) -> dict[str, str]:
+    return {nv.QUERY_PROBE: nv.NVIDIA_SMI_Q, nv.KERNEL_PROBE: nv.KERNEL_LOG}
+
+
+def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+    out = nv.read_smi(outputs, nv.QUERY_PROBE, nv.NVIDIA_SMI_Q)
+    if isinstance(out, Finding):
+        return Facts(tool_error=out)
+    report = nvidia_smi.parse_query(out.stdout)
+    if report.attached is not None and report.attached != len(report.gpus):
+        raise ParseError(f"nvidia-smi -q: 'Attached GPUs : {report.attached}' but {len(report.gpus)} GPU "
+                         f"block(s) printed (output cut short)", out.stdout[-2000:])
+    log = outputs.get(nv.KERNEL_PROBE)
+    source, text, error = "unreadable", "", "the kernel-log probe did not run"
+    if log is not None and log.ok:
+        source, text = nv.split_source(log)
+        error = text.strip().splitlines()[0] if source == "unreadable" and text.strip() else ""
+    return Facts(report=report, log_source=source, log_error=error,
+                 xids=tuple(xid.parse_kernel_log(text)) if source != "unreadable" else ())
+
+
+def _gpu_problems(g: nvidia_smi.QueryGpu, params) -> list[tuple[Status, str, str]]:
+    """(status, problem, fix key) for one GPU."""
+    out: list[tuple[Status, str, str]] = []
+    vol, agg = g.uncorrectable("Volatile"), g.uncorrectable("Aggregate")
+    if vol:
+        out.append((Status.FAIL, f"{vol} uncorrectable ECC error(s) since the driver loaded (volatile), expected 0", "ecc"))
+    elif agg:
+        out.append((Status.WARN, f"{agg} uncorrectable ECC error(s) over its lifetime (aggregate), expected 0", "ecc"))
+    out += [(Status.FAIL, text, fix) for name, text, fix in FLAG_PROBLEMS if g.flag(name)]
+    active = [r for r in nvidia_smi.HW_SLOWDOWN_REASONS if g.clock_reasons.get(r)]
+    if active:
+        out.append((Status.FAIL, f"clocks slowed down: {', '.join(active)} Active, expected Not Active", "slowdown"))
+    p = g.pcie()
+    if p["width_current"] and p["width_max"] and p["width_current"] < p["width_max"]:
+        out.append((Status.FAIL, f"PCIe link x{p['width_current']}, expected x{p['width_max']}", "pcie"))
+    if p["gen_current"] and p["gen_max"] and p["gen_current"] < p["gen_max"] and not g.idle:
+        out.append((Status.WARN, f"PCIe Gen{p['gen_current']} while busy, expected Gen{p['gen_max']}", "pcie"))
+    state, status = g.fabric
+    if state and state != "N/A" and (state != "Completed" or (status or "") != "Success"):
+        out.append((Status.FAIL, f"NVSwitch fabric State {state}, Status {status}, expected Completed/Success", "fabric"))
+    if params.get("require_persistence", True) and g.persistence == "Disabled":
+        out.append((Status.WARN, "persistence mode Disabled, expected Enabled", "persistence"))
+    return out
+
+
+def _xid_problems(facts: Facts, by_bus: dict[str, int]) -> dict[int | None, list[tuple[Status, str, str]]]:
+    out: dict[int | None, list[tuple[Status, str, str]]] = {}
+    seen: set[tuple[int | None, int]] = set()
+    for ev in facts.xids:
+        gpu = by_bus.get(ev.pci)
+        if (gpu, ev.xid) in seen:
+            continue  # one line per (GPU, Xid): Xid 119 repeats every few seconds
+        seen.add((gpu, ev.xid))
+        info = ev.info
+        where = "" if gpu is not None else f" (PCI {ev.pci}, not listed by nvidia-smi)"
+        out.setdefault(gpu, []).append((info.status, f"Xid {ev.xid} {info.name} in the kernel log{where}: {ev.text}",
+                                        f"xid:{ev.xid}"))
+    return out
+
+
+def evaluate(facts: Facts, params, node) -> list[Finding]:
+    if facts.tool_error is not None:
+        return [facts.tool_error]
+    report = facts.report
+    assert report is not None
+    gpus = report.gpus
+    by_bus = {xid.bus_key(g.bus_id): g.index for g in gpus}
+    problems: dict[int | None, list[tuple[Status, str, str]]] = {}
+    for g in gpus:
+        if p := _gpu_problems(g, params):
+            problems[g.index] = p
+    for gpu, items in _xid_problems(facts, by_bus).items():
+        problems.setdefault(gpu, []).extend(items)
+    metrics = [Metric("ecc_uncorrectable", g.uncorrectable("Volatile") or 0, "", {"device": str(g.index)}).to_dict()
+               for g in gpus]
+    lines, fixes, devices = [], [], []
+    if len(gpus) != node.devices:
+        lines.append(f"{len(gpus)} GPUs listed by nvidia-smi, expected {node.devices} (inventory devices)")
+        fixes.append("A GPU is missing: compare `lspci -d 10de:` with the expected count and `dmesg | grep -i nvrm`; "
+                     "reboot the node or open a hardware ticket" if len(gpus) < node.devices
+                     else f"Set `devices: {len(gpus)}` for this node in the inventory")
+    for gpu, items in problems.items():
+        for status, text, key in items:
+            lines.append(f"GPU {gpu} {text}" if gpu is not None else text)
+            fix = (xid.XID_TABLE.get(int(key[4:]), xid.UNKNOWN).action if key.startswith("xid:") else FIXES[key])
+            fixes.append(fix.format(gpu=gpu if gpu is not None else "<index>"))
+            if gpu is not None:
+                g = gpus[gpu]
+                devices.append({"device": gpu, "bus_id": g.bus_id, "uuid": g.uuid, "problem": text})
+    statuses = [s for items in problems.values() for s, _, _ in items]
+    if len(gpus) < node.devices:
+        statuses.append(Status.FAIL)
+    elif len(gpus) > node.devices:
+        statuses.append(Status.WARN)
+    status = worst(statuses)
+    log_note = (f"kernel log not readable ({facts.log_error or 'dmesg and journalctl refused'}): Xid history not checked"
+                if facts.log_source == "unreadable" else f"no Xid in the kernel log ({facts.log_source})")
+    if status is Status.PASS:
+        return [passed(f"{len(gpus)} GPUs healthy: no uncorrectable ECC, no pending remap, no slowdown, "
+                       f"PCIe at full width; {log_note} (driver {report.driver_version}, CUDA {report.cuda_version})",
+                       metrics=metrics, kernel_log=facts.log_source)]
+    failed = sorted({d["device"] for d in devices})
+    return [Finding(status, "; ".join(lines), {
+        "failed_devices": failed, "devices": devices, "gpus_listed": len(gpus), "devices_expected": node.devices,
+        "kernel_log": facts.log_source, "metrics": metrics,
+    }, remediation="; ".join(dict.fromkeys(f[0].upper() + f[1:] for f in fixes)))]

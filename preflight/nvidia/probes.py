@@ -1,0 +1,72 @@
+"""Probe commands on NVIDIA nodes that several checks share (byte-identical, so the runner runs
+each once per node), and the tool-failure finding they share.
+
+Kernel log (`KERNEL_LOG`): `dmesg` where the system lets this user read it (kernel.dmesg_restrict=0,
+or root), else `journalctl -k -b` (members of adm / systemd-journal), filtered to the `NVRM: Xid`
+lines (a kernel log can be megabytes). The first output line says which source answered:
+`@@source dmesg`, `@@source journalctl -k -b`, or `@@unreadable` followed by dmesg's own error line.
+Both sources cover the current boot only (the ring buffer may have wrapped on a long-running node).
+
+IB ports (`IB_PORTS`): `ibstat`, else `ibstatus` (gpud falls back the same way when ibstat fails),
+else /sys/class/infiniband; first line `@@source ibstat|ibstatus|sysfs`, or `@@none` when the node
+has none of them.
+"""
+from __future__ import annotations
+
+from ..checkapi import CommandOutput, Finding, first_line, require_ok, tool_failure
+
+NVIDIA_SMI = "nvidia-smi"
+NVIDIA_SMI_Q = "nvidia-smi -q"
+SMI_PROBE, QUERY_PROBE, KERNEL_PROBE, IB_PROBE = "nvidia_smi", "nvidia_smi_q", "kernel_log", "ib_ports"
+XID_FILTER = "grep -F 'NVRM: Xid' | tail -n 500"
+KERNEL_LOG = (
+    "if dmesg >/dev/null 2>&1; then echo '@@source dmesg'; dmesg 2>/dev/null | " + XID_FILTER + "; "
+    "elif journalctl -k -b -q --no-pager >/dev/null 2>&1; then echo '@@source journalctl -k -b'; "
+    "journalctl -k -b -q --no-pager 2>/dev/null | " + XID_FILTER + "; "
+    "else echo '@@unreadable'; dmesg 2>&1 | head -n 1; fi; true"
+)
+IB_PORTS = (
+    "if command -v ibstat >/dev/null 2>&1 && ibstat >/dev/null 2>&1; then echo '@@source ibstat'; ibstat 2>&1; "
+    "elif command -v ibstatus >/dev/null 2>&1 && ibstatus >/dev/null 2>&1; then echo '@@source ibstatus'; ibstatus 2>&1; "
+    "elif [ -d /sys/class/infiniband ]; then echo '@@source sysfs'; "
+    "for p in /sys/class/infiniband/*/ports/*; do [ -d \"$p\" ] || continue; "
+    "ca=${p%/ports/*}; echo \"@@port ${ca##*/} ${p##*/}\"; "
+    "for f in state phys_state rate link_layer; do printf '%s: ' $f; cat \"$p/$f\" 2>/dev/null || echo; done; done; "
+    "else echo '@@none'; fi"
+)
+SMI_PATH_HINT = "nvidia-smi on the login PATH (normally /usr/bin/nvidia-smi, from the NVIDIA driver package)"
+
+
+def split_source(out: CommandOutput) -> tuple[str, str]:
+    """(source word after @@, the rest of the text) of a KERNEL_LOG or IB_PORTS probe."""
+    head, _, rest = out.stdout.partition("\n")
+    head = head.strip()
+    if head.startswith("@@source "):
+        return head[len("@@source "):], rest
+    if head.startswith("@@"):
+        return head[2:], rest
+    return "", out.stdout
+
+
+def smi_failure(out: CommandOutput, command: str) -> Finding | None:
+    """The node-level fail for an nvidia-smi that is missing or answers with an error (docs/writing-a-check.md §4):
+    rc 127 -> not found; another non-zero exit -> its own first line (`NVIDIA-SMI has failed because it
+    couldn't communicate with the NVIDIA driver...`, `No devices were found`)."""
+    if out.rc == 0:
+        return None
+    text = first_line(out.stdout) or first_line(out.stderr) or f"exit code {out.rc}"
+    if out.rc == 127:
+        return tool_failure(f"nvidia-smi not found: looked for {SMI_PATH_HINT}",
+                            "Install the NVIDIA driver (it ships nvidia-smi), or add its directory to PATH for "
+                            "non-interactive SSH shells; in a container run it with the NVIDIA runtime (--gpus all)",
+                            output=first_line(out.stderr))
+    return tool_failure(f"{command} failed: {text}",
+                        "Check the driver: `lsmod | grep nvidia`, `dmesg | grep -i nvrm`; reload it (`modprobe nvidia`) "
+                        "or reboot the node; a GPU missing from `lspci -d 10de:` needs a hardware ticket", output=text)
+
+
+def read_smi(outputs, probe: str, command: str) -> CommandOutput | Finding:
+    """The output of an nvidia-smi probe, or the fail that its absence or error is. A hang or a
+    lost connection raises ParseError (an `error`: preflight could not tell)."""
+    out = require_ok(outputs.get(probe), command)
+    return smi_failure(out, command) or out
