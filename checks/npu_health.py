@@ -32,6 +32,7 @@ ID = "npu.health"
 SCOPE = "node"
 GATE = True
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
+PRIVILEGE_GROUP = "HwHiAiUser"
 DEFAULTS: dict = {}
 PROBE = ascend.NPU_SMI_PROBE
 # Health column / Health Status value -> verdict (HIASCEND npusmi_027/028). Anything else fails.

@@ -19,6 +19,8 @@ class Node:
     auth_timeout: float = 10.0
     probe_timeout: float = 60.0
     proxy_jump: str | None = None
+    become: str | None = None  # "sudo": probes that need root run under `sudo -n`; None: never
+    become_user: str = "root"
     backend: str = "auto"  # ascend | nvidia | auto
     devices: int = 8  # logical devices (chips) expected; 16 on an A3 node
     ascend_home: str = "/usr/local/Ascend"

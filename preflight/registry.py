@@ -31,12 +31,13 @@ class CheckInfo:
     busy_reason: str = ""
     trend_metric: tuple[str, bool] | None = None
     privilege: str = "user"
+    privilege_group: str | None = None
     cost: str = "light"
     node_params: tuple[str, ...] = ()
 
     def policy_text(self) -> str:
         """The policy as `preflight explain` prints it: one line a person can act on."""
-        parts = [f"privilege: {self.privilege}", f"cost: {self.cost}"]
+        parts = [f"privilege: {self.privilege_words}", f"cost: {self.cost}"]
         if self.gate:
             parts.append("in the gate's fast set")
         if self.disruptive:
@@ -47,6 +48,14 @@ class CheckInfo:
         if self.trend_metric:
             parts.append(f"trend metric: {self.trend_metric[0]}")
         return "\nPolicy: " + "; ".join(parts) + "\n"
+
+    @property
+    def privilege_words(self) -> str:
+        """What a login user needs for this check's probes, as explain and the docs say it."""
+        if self.privilege != "root":
+            return "user (no root needed)"
+        group = f" or membership of the {self.privilege_group} group" if self.privilege_group else ""
+        return f"root{group} (as a non-root login user: become: sudo with a NOPASSWD rule)"
 
     @property
     def doc(self) -> str:
@@ -90,6 +99,8 @@ def policy(module: ModuleType) -> dict[str, Any]:
             raise ContractError(f"{module.__name__}: TREND_METRIC must be (metric name, rising is bad)")
         out["trend_metric"] = metric
     out["node_params"] = tuple(out["node_params"])
+    if out["privilege_group"] is not None and (out["privilege"] != "root" or not isinstance(out["privilege_group"], str)):
+        raise ContractError(f"{module.__name__}: PRIVILEGE_GROUP names a group (a string) and needs PRIVILEGE = 'root'")
     if out["on_busy"] == "skip" and not out["busy_reason"]:
         raise ContractError(f"{module.__name__}: ON_BUSY = 'skip' needs a BUSY_REASON")
     if out["on_busy"] == "report" and not callable(getattr(module, "busy", None)):

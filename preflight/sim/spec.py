@@ -11,7 +11,9 @@ that passes for the wrong reason. Every problem is one line naming the place and
       device_subnet: 198.19.0.0/24
                                   # without network:, bring-up picks the first free blocks
                                   # (at least /24) of 198.18.0.0/16 and 198.19.0.0/16
-    defaults: {layout: 910B}      # node keys every node gets
+    defaults: {layout: 910B}      # node keys every node gets; netns mode also takes login_user
+                                  # (a non-root login), sudo (nopasswd|password|none), groups
+                                  # ([HwHiAiUser]: npu-smi without sudo), become (inventory: sudo)
     faults:                       # applied after bring-up; see preflight.sim docstring
       - {node: node02, fault: npu_health, device: 3, status: Alarm, codes: [A4025021]}
 """
@@ -40,6 +42,7 @@ NETWORK_KEYS = {"subnet", "device_subnet"}
 NODE_KEYS = {
     "layout", "chip_name", "npus", "chips_per_npu", "npu_smi_version", "driver_version",
     "firmware_version", "cann_version", "arch", "hccn_conf", "data_files",
+    "login_user", "sudo", "groups", "become",
 }
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,30}$")
 
@@ -59,6 +62,10 @@ class NodeSpec:
     arch: str = field(default_factory=platform.machine)
     hccn_conf: bool = True
     data_files: dict[str, int] = field(default_factory=lambda: {"train.bin": 65536, "train.idx": 4096})
+    login_user: str | None = None    # netns mode: log in as this non-root user (preflight.sim.logins)
+    sudo: str = "nopasswd"           # its sudoers: nopasswd | password | none
+    groups: tuple[str, ...] = ()     # its extra groups, e.g. [HwHiAiUser] (npu-smi without sudo)
+    become: bool = True              # the inventory says `become: sudo` for it
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,18 @@ def _node_keys(source: str, where: str, raw: Any) -> dict[str, Any]:
             if not isinstance(out[key], (str, int, float)) or not re.fullmatch(r"[A-Za-z0-9._ -]{1,40}", str(out[key])):
                 raise _fail(source, f"{where}.{key}", "must be a short plain string")
             out[key] = str(out[key])
+    if "login_user" in out and not (isinstance(out["login_user"], str) and re.fullmatch(r"[a-z_][a-z0-9_-]{0,30}", out["login_user"])):
+        raise _fail(source, f"{where}.login_user", "must be a lower-case user name")
+    if "sudo" in out and out["sudo"] not in ("nopasswd", "password", "none"):
+        raise _fail(source, f"{where}.sudo", "must be nopasswd, password or none")
+    if "groups" in out:
+        if not isinstance(out["groups"], list) or not all(isinstance(g, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,30}", g)
+                                                          for g in out["groups"]):
+            raise _fail(source, f"{where}.groups", "must be a list of group names")
+        out["groups"] = tuple(out["groups"])
+    for key in ("hccn_conf", "become"):
+        if key in out and not isinstance(out[key], bool):
+            raise _fail(source, f"{where}.{key}", "must be true or false")
     if "hccn_conf" in out and not isinstance(out["hccn_conf"], bool):
         raise _fail(source, f"{where}.hccn_conf", "must be true or false")
     if "data_files" in out:

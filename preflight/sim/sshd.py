@@ -2,7 +2,8 @@
 
 Netns mode starts sshd as `ip netns exec NS unshare --mount --uts --propagation private sh -c ...`:
 the script bind-mounts the node's tree at the real Ascend paths, overlays /etc (so /etc/hccn.conf
-is the node's own, or absent), sets the hostname and execs sshd. The mounts live only in that
+is the node's own, or absent, and a node with a login user has its passwd, group, shadow, hosts and
+sudoers.d: preflight.sim.logins), sets the hostname and execs sshd. The mounts live only in that
 mount namespace and vanish with its last process, so the host is never touched beyond the empty
 mountpoints recorded in the cluster record.
 """
@@ -50,7 +51,7 @@ def write_config(node_dir: Path, listen: str, port: int, authorized_keys: Path,
 
 
 def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
-               binds: list[tuple[Path, str]]) -> list[str]:
+               binds: list[tuple[Path, str]], etc_files: Path | None = None) -> list[str]:
     """The command that starts a node's sshd inside its network, mount and UTS namespaces."""
     q = shlex.quote
     etcov = node_dir / "etcov"
@@ -59,6 +60,7 @@ def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
     script += [
         f"mount -t tmpfs -o size=1m,mode=0755 pfs-etc {q(str(etcov))}",
         f"mkdir {q(str(etcov / 'u'))} {q(str(etcov / 'w'))}",
+        *([f"cp -a {q(str(etc_files))}/. {q(str(etcov / 'u'))}/"] if etc_files else []),  # login user, sudoers
         f"ln -s {q(str(node_dir / 'etc' / 'hccn.conf'))} {q(str(etcov / 'u' / 'hccn.conf'))}",
         f"mount -t overlay pfs-etc -o lowerdir=/etc,upperdir={q(str(etcov / 'u'))},workdir={q(str(etcov / 'w'))} /etc",
         f"hostname {q(hostname)}",
