@@ -36,6 +36,7 @@ from preflight.net.blame import consensus
 
 ID = "sw.consistency"
 SCOPE = "cluster"
+WHERE = "job"  # on a node with a container: inside the job's container
 USES = ("cann.env",)
 DEFAULTS: dict[str, Any] = {"ignore": [], "compat_table": True}
 COMPAT_PATH = Path(preflight.__file__).resolve().parent / "data" / "compat.yaml"

@@ -36,6 +36,9 @@ Policy (module attributes; the core reads them through the registry, never a lis
                                 #   a Probe(root=...) overrides it for one probe
     PRIVILEGE_GROUP = "HwHiAiUser"  # with "root": a member of this group needs no root for them
                                 #   (npu-smi: root or the HwHiAiUser group)             (default None)
+    WHERE = "job"               # where its probes look on a node with a `container:`: "host"
+                                #   (default: npu-smi, hccn_tool, ports, disks) or "job" (inside
+                                #   the job's container); a Probe(job=...) overrides it for one probe
     COST = "network"            # "light" (default: reads the node's own state), "network"
                                 #   (traffic between nodes), "heavy" (loads devices, reads data sets)
     NODE_PARAMS = ("targets",)  # cluster checks: parameters a node's own `checks:` may set; any
@@ -73,6 +76,7 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
     "TREND_METRIC": (None, None),
     "PRIVILEGE": ("user", ("user", "root")),
     "PRIVILEGE_GROUP": (None, None),
+    "WHERE": ("host", ("host", "job")),
     "COST": ("light", ("light", "network", "heavy")),
     "NODE_PARAMS": ((), None),
 }
@@ -96,6 +100,7 @@ class Probe:
     cmd: str
     timeout: float | None = None
     root: bool | None = None
+    job: bool | None = None  # inside the job's container (None: as the check's WHERE)
 
 
 class ParseError(ValueError):

@@ -17,6 +17,7 @@ import paramiko
 import yaml
 
 from . import nodeset
+from .container import RUNTIMES, Container
 from .node import Node
 
 
@@ -39,6 +40,7 @@ NODE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "proxy_jump": ((str,), "proxy_jump"),
     "become": ((str,), "become"),
     "become_user": ((str,), "become_user"),
+    "container": ((dict,), "container"),
     "backend": ((str,), "backend"),
     "devices": ((int,), "devices"),
     "ascend_home": ((str,), "ascend_home"),
@@ -255,11 +257,45 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
         return {k: dict(v) for k, v in value.items()}
     if key in ("port", "devices") and not (0 < value < (65536 if key == "port" else 4097)):
         raise ctx.fail(m, key, f"{value} is out of range")
+    if key == "container":
+        return _container(ctx, m, value)
     if key == "become_user" and not USER_RE.match(value):
         raise ctx.fail(m, key, f"{value!r} is not a user name")
     if key == "host" and not HOST_RE.match(value.replace("[", "").replace("]", "").replace(",", "")):
         raise ctx.fail(m, key, f"{value!r} is not a host name or address")
     return value
+
+
+CONTAINER_KEYS = {"runtime", "name", "image", "run_args"}
+
+
+def _container(ctx: _Ctx, m: _Map, value: Any) -> Container:
+    """`container:` — runtime (docker | podman), and exactly one of name (a running container) or
+    image (a fresh `run --rm` with run_args)."""
+    _raise_traps_deep(ctx, value)
+    for k in value:
+        if k not in CONTAINER_KEYS:
+            raise ctx.fail(value, k, f"unknown container key (known: {', '.join(sorted(CONTAINER_KEYS))})")
+    runtime = value.get("runtime", "docker")
+    if runtime not in RUNTIMES:
+        raise ctx.fail(value, "runtime", f"{runtime!r} is not one of {', '.join(RUNTIMES)}")
+    name, image = value.get("name"), value.get("image")
+    if (name is None) == (image is None):
+        raise ctx.fail(m, "container", "give exactly one of name (a running container to exec into) or image "
+                                       "(a fresh run --rm of it), not " + ("both" if name else "neither"))
+    for k in ("name", "image"):
+        v = value.get(k)
+        if v is not None and (not isinstance(v, str) or not v.strip() or v.startswith("-")):
+            raise ctx.fail(value, k, f"expected a {k} (a string not starting with '-'), got {v!r}")
+    args = value.get("run_args", [])
+    if isinstance(args, str):
+        import shlex
+        args = shlex.split(args)
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ctx.fail(value, "run_args", "expected a list of arguments (strings) or one string")
+    if args and name is not None:
+        raise ctx.fail(value, "run_args", "run_args apply to image: (a fresh run); a named container already runs")
+    return Container(runtime=runtime, name=name, image=image, run_args=tuple(args))
 
 
 def _closest(key: str, candidates: list[str]) -> str | None:

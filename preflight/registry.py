@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 CONNECT_ID = "ssh.connect"
+WHERE_WORDS = {"host": "the host", "job": "the job's container where the node has one (container:), else the host"}
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,13 @@ class CheckInfo:
     trend_metric: tuple[str, bool] | None = None
     privilege: str = "user"
     privilege_group: str | None = None
+    where: str = "host"
     cost: str = "light"
     node_params: tuple[str, ...] = ()
 
     def policy_text(self) -> str:
         """The policy as `preflight explain` prints it: one line a person can act on."""
-        parts = [f"privilege: {self.privilege_words}", f"cost: {self.cost}"]
+        parts = [f"privilege: {self.privilege_words}", f"looks at: {WHERE_WORDS[self.where]}", f"cost: {self.cost}"]
         if self.gate:
             parts.append("in the gate's fast set")
         if self.disruptive:

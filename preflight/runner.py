@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from . import __version__
-from .checkapi import ClusterContext, Finding, ParseError, Probe
+from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
+from .container import RUNTIME_GROUP, START_SLACK_S, job_command
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .node import Node
@@ -54,14 +55,39 @@ def _spec(probe: str | Probe, node: Node, info: CheckInfo | None) -> ProbeSpec:
     """A check's probe as the driver takes it: its timeout, and whether it needs root (the Probe's
     own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
     user. This is the one place privilege is decided; the driver applies it (sudo -n)."""
-    cmd, timeout, root = probe, None, None
+    cmd, timeout, root, job = probe, None, None, None
     if isinstance(probe, Probe):
-        cmd, timeout, root = probe.cmd, probe.timeout, probe.root
+        cmd, timeout, root, job = probe.cmd, probe.timeout, probe.root, probe.job
     if root is None:
         root = info is not None and info.privilege == "root"
-    return ProbeSpec(key="", cmd=cmd, timeout=timeout or node.probe_timeout, root=root,
-                     group=(info.privilege_group or "") if (root and info is not None) else "",
-                     become=node.become_user if (root and node.become == "sudo") else "")
+    group = (info.privilege_group or "") if (root and info is not None) else ""
+    timeout = timeout or node.probe_timeout
+    if job is None:
+        job = info is not None and info.where == "job"
+    if job and node.container is not None:  # through the runtime, which needs root (docker: its group)
+        cmd, timeout = job_command(node.container, cmd, timeout), timeout + START_SLACK_S
+        root, group = True, RUNTIME_GROUP[node.container.runtime] or ""
+    return ProbeSpec(key="", cmd=cmd, timeout=timeout, root=root, group=group,
+                     become=node.become_user if (root and node.become == "sudo") else "",
+                     job=bool(job and node.container is not None))
+
+
+RUNTIME_ERROR_RC = 125  # docker and podman: the runtime itself failed (no such container, image absent)
+# ...and what else the runtime (not the probe) says: podman exec into a stopped container exits 255
+# ("Error: can only create exec sessions on running containers"); docker's daemon errors begin so
+RUNTIME_ERROR_WORDS = ("Error: can only create exec sessions", "Error response from daemon:")
+
+
+def _runtime_refused(out: CommandOutput, node: Node) -> CommandOutput:
+    """A job-side probe the runtime could not start (exit 125): not the probe's answer, so it is
+    marked not run, in the runtime's words, naming the container."""
+    c = node.container
+    if c is None or out.denied or out.rc is None or out.rc == 0:
+        return out
+    if out.rc != RUNTIME_ERROR_RC and not out.stderr.startswith(RUNTIME_ERROR_WORDS):
+        return out
+    why = f"{c.runtime} could not run the probe in {c.label} on {node.name}: {first_line(out.stderr, 240)}"
+    return replace(out, error=why, denied=why)
 
 
 def _merge(a: ProbeSpec, b: ProbeSpec) -> ProbeSpec:
@@ -84,10 +110,12 @@ def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, str | Pr
             by_cmd[spec.cmd] = replace(spec, key=f"p{len(by_cmd)}") if have is None else _merge(have, spec)
     specs = list(by_cmd.values())
     outputs = session.run(specs, cancel) if specs else {}
+    jobs = {sp.key for sp in specs if sp.job}
+    outputs = {k: _runtime_refused(o, node) if k in jobs else o for k, o in outputs.items()}
     if recorder is not None:
         recorder.add(node.name, specs, outputs)
-    return {check: {name: outputs[by_cmd[p.cmd if isinstance(p, Probe) else p].key] for name, p in probes.items()}
-            for check, probes in wanted.items()}
+    return {check: {name: outputs[by_cmd[_spec(p, node, (checks or {}).get(check)).cmd].key]
+                    for name, p in probes.items()} for check, probes in wanted.items()}
 
 
 class Runner:
@@ -439,6 +467,9 @@ def _result(check: str, node: str | None, f: Finding, duration: float) -> Result
                   f.remediation, duration)
 
 
+PRIVILEGE_WORDS = ("sudo", "needs root")  # how batch.NEEDS_ROOT and batch.SUDO_REFUSED begin
+
+
 class PrivilegeDenied(Exception):
     """A check whose probes needed root the login user lacks (no become), or that sudo -n refused."""
 
@@ -448,14 +479,20 @@ class PrivilegeDenied(Exception):
 
     @classmethod
     def of(cls, outputs: dict[str, CommandOutput], node: Node, info: CheckInfo) -> "PrivilegeDenied | None":
-        denied = [o.denied for o in outputs.values() if o.denied]
+        # a host check that looks into the container itself (container.runtime) reads the runtime's answer
+        not_run = {name: o.denied for name, o in outputs.items()
+                   if o.denied and (info.where == "job" or o.denied.startswith(PRIVILEGE_WORDS))}
+        denied = list(not_run.values())
         if not denied:
             return None
-        return cls(denied[0], sorted(name for name, o in outputs.items() if o.denied),
+        return cls(denied[0], sorted(not_run),
                    node.user or "the login user", info.privilege_group)
 
     def finding(self) -> Finding:
-        if self.why.startswith("sudo"):
+        if not self.why.startswith(PRIVILEGE_WORDS):  # the job's container (RUNTIME_ERROR_RC)
+            fix = ("start the job's container on this node (or name the running one in `container: name:`), or "
+                   "load its image there (`container: image:` is run with --pull=never); see container.runtime")
+        elif self.why.startswith("sudo"):
             fix = (f"let {self.user} run preflight's root probes without a password: they run as "
                    f"`sudo -n /bin/sh -c <probe>`, so the rule names /bin/sh, e.g. in /etc/sudoers.d/preflight "
                    f"(visudo -f): `{self.user} ALL=(root) NOPASSWD: /bin/sh`; or log in as root")

@@ -61,6 +61,9 @@ def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
         f"mount -t tmpfs -o size=1m,mode=0755 pfs-etc {q(str(etcov))}",
         f"mkdir {q(str(etcov / 'u'))} {q(str(etcov / 'w'))}",
         *([f"cp -a {q(str(etc_files))}/. {q(str(etcov / 'u'))}/"] if etc_files else []),  # login user, sudoers
+        # podman on the node (preflight.sim.podman): `ip netns exec` gave it a fresh /sys without the
+        # cgroup hierarchies; mount the host's again (the same hierarchies: cgroup_mounts)
+        *(cgroup_mounts() if etc_files and (etc_files / "containers").is_dir() else []),
         f"ln -s {q(str(node_dir / 'etc' / 'hccn.conf'))} {q(str(etcov / 'u' / 'hccn.conf'))}",
         f"mount -t overlay pfs-etc -o lowerdir=/etc,upperdir={q(str(etcov / 'u'))},workdir={q(str(etcov / 'w'))} /etc",
         f"hostname {q(hostname)}",
@@ -70,6 +73,20 @@ def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
     ]
     return ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private",
             "sh", "-c", "\n".join(script)]
+
+
+def cgroup_mounts() -> list[str]:
+    """Shell lines that mount this host's cgroup hierarchies again under /sys/fs/cgroup (a v1
+    hierarchy mounted with the same controllers is the same hierarchy), as /proc/self/mounts lists them."""
+    q = shlex.quote
+    lines = ["mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup"]
+    with open("/proc/self/mounts", encoding="utf-8") as fh:
+        for row in fh:
+            dev, path, fstype, opts, *_ = row.split()
+            if fstype in ("cgroup", "cgroup2") and path.startswith("/sys/fs/cgroup/"):
+                keep = ",".join(o for o in opts.split(",") if o not in ("rw", "relatime", "nosuid", "nodev", "noexec"))
+                lines.append(f"mkdir -p {q(path)} && mount -t {fstype} {'-o ' + q(keep) if keep else ''} {q(dev)} {q(path)}")
+    return lines
 
 
 def loopback_argv(node_dir: Path, cfg: Path) -> list[str]:

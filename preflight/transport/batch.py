@@ -46,6 +46,7 @@ class ProbeSpec:
     root: bool = False
     group: str = ""
     become: str = ""
+    job: bool = False  # wrapped to run in the job's container (preflight.container); the driver ignores it
 
     @property
     def mode(self) -> str:
