@@ -69,8 +69,9 @@ def test_ansible_become_method_other_than_sudo_refused(tmp_path):
 
 # ---------------------------------------------------------------- which probes need root
 
-def info(privilege="user", group=None):
-    return SimpleNamespace(privilege=privilege, privilege_group=group)
+def info(privilege="user", group=None, where="host"):
+    return SimpleNamespace(privilege=privilege, privilege_group=group, where=where)
+
 
 
 def test_probe_privilege_comes_from_the_check_unless_the_probe_says():
