@@ -26,7 +26,6 @@ from preflight.checkapi import (CommandOutput, Finding, Probe, Status, first_lin
 ID = "container.runtime"
 SCOPE = "node"
 PRIVILEGE = "root"  # rootful podman, dockerd's socket (docker: or the docker group, applied by the core)
-GATE = True
 DEFAULTS: dict = {}
 
 VERSION, INSPECT, INSIDE = "runtime_version", "inspect", "inside"

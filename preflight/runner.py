@@ -223,7 +223,7 @@ class Runner:
         for c in checks:
             if c.id not in run.outputs or c.id in run.facts:
                 continue
-            denied = PrivilegeDenied.of(run.outputs[c.id], node, c)
+            denied = ProbesNotRun.of(run.outputs[c.id], node, c)
             if denied is not None:  # a probe it needs was not run: nothing of it can be judged
                 run.facts[c.id] = denied
                 continue
@@ -361,7 +361,7 @@ class Runner:
             except Exception as exc:  # noqa: BLE001
                 findings = [_error_finding(info, exc, {})]
         for name, r in self.runs.items():  # a node whose facts (own or USES) were not gathered: not judged
-            denied = next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), PrivilegeDenied)), None)
+            denied = next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), ProbesNotRun)), None)
             if denied is not None:
                 findings.append(replace(denied.finding(), node=name))
         duration = time.monotonic() - t0 + sum(o.duration_s for outs in ctx.planned.values() for o in outs.values())
@@ -470,15 +470,16 @@ def _result(check: str, node: str | None, f: Finding, duration: float) -> Result
 PRIVILEGE_WORDS = ("sudo", "needs root")  # how batch.NEEDS_ROOT and batch.SUDO_REFUSED begin
 
 
-class PrivilegeDenied(Exception):
-    """A check whose probes needed root the login user lacks (no become), or that sudo -n refused."""
+class ProbesNotRun(Exception):
+    """A check with probes not run: root the login user lacks (no become), sudo -n refused, or the
+    job's container runtime could not start them. Nothing of the check can be judged on that node."""
 
     def __init__(self, why: str, commands: list[str], user: str, group: str | None):
         super().__init__(why)
         self.why, self.commands, self.user, self.group = why, commands, user, group
 
     @classmethod
-    def of(cls, outputs: dict[str, CommandOutput], node: Node, info: CheckInfo) -> "PrivilegeDenied | None":
+    def of(cls, outputs: dict[str, CommandOutput], node: Node, info: CheckInfo) -> "ProbesNotRun | None":
         # a host check that looks into the container itself (container.runtime) reads the runtime's answer
         not_run = {name: o.denied for name, o in outputs.items()
                    if o.denied and (info.where == "job" or o.denied.startswith(PRIVILEGE_WORDS))}
@@ -504,7 +505,7 @@ class PrivilegeDenied(Exception):
 
 
 def _error_finding(info: CheckInfo, exc: BaseException, outputs: dict[str, CommandOutput]) -> Finding:
-    if isinstance(exc, PrivilegeDenied):
+    if isinstance(exc, ProbesNotRun):
         return exc.finding()
     if isinstance(exc, ParseError):
         details: dict[str, Any] = {"output": exc.text} if exc.text else {}
