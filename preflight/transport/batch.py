@@ -76,7 +76,9 @@ else
   now() { t=$(date +%s%6N 2>/dev/null); }
 fi
 # How a probe of mode $1 runs: how= (as the login user), sudo, or N / S (not run; see ProbeSpec).
-# Who the login user is (id -u, id -Gn) and whether sudo -n works are asked once, when first needed.
+# Who the login user is (id -u, id -Gn) and whether sudo -n works are asked once, when first needed
+# (never taken from the login environment).
+uid= grs= sudo_ok=
 priv() {
   how=; [ "$1" = - ] && return
   m=${1#r,}; g=${m%%,*}; u=${m#*,}
