@@ -37,6 +37,7 @@ from preflight.ascend import versions
 ID = "cann.env"
 SCOPE = "node"
 BACKEND = "ascend"
+WHERE = "job"  # on a node with a container: inside the job's container
 GATE = True
 DEFAULTS: dict = {}
 SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")

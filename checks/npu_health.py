@@ -33,6 +33,7 @@ SCOPE = "node"
 BACKEND = "ascend"
 GATE = True
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
+PRIVILEGE_GROUP = "HwHiAiUser"
 DEFAULTS: dict = {}
 PROBE = ascend.NPU_SMI_PROBE
 # Health column / Health Status value -> verdict (HIASCEND npusmi_027/028). Anything else fails.

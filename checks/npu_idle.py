@@ -36,6 +36,7 @@ GATE = True
 REQUIRES = ("npu.health",)  # npu-smi missing or failing is npu.health's red line, not a second one
 ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
+PRIVILEGE_GROUP = "HwHiAiUser"
 DEFAULTS = {"max_hbm_used_pct": 10.0,
             "max_ddr_used_pct": None}  # 310/310P DDR: not judged unless set (the device OS's share is unknown)
 PROBE = ascend.NPU_SMI_PROBE

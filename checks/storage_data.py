@@ -27,6 +27,7 @@ from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status
 
 ID = "storage.data"
 SCOPE = "node"
+WHERE = "job"  # on a node with a container: inside the job's container
 DEFAULTS: dict[str, Any] = {"max_depth": 3, "max_entries": 20000, "max_unreadable": 20, "timeout_s": 30}
 PROBE_PREFIX = "data_"
 PAIR = {".bin": ".idx", ".idx": ".bin"}

@@ -37,6 +37,7 @@ from preflight.net.blame import consensus
 
 ID = "sw.consistency"
 SCOPE = "cluster"
+WHERE = "job"  # on a node with a container: inside the job's container
 USES = ("cann.env", "cuda.env")
 DEFAULTS: dict[str, Any] = {"ignore": [], "compat_table": True}
 COMPAT_PATH = Path(preflight.__file__).resolve().parent / "data" / "compat.yaml"

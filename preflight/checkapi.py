@@ -32,7 +32,13 @@ Policy (module attributes; the core reads them through the registry, never a lis
                                 #   busy (defines `busy(facts) -> bool`) says busy instead of failing
     BUSY_REASON = "its ports are in use by the job"   # with ON_BUSY = "skip"
     TREND_METRIC = ("ping_rtt", True)   # `preflight trend --check ID` default: metric, rising is bad
-    PRIVILEGE = "root"          # what its probes need on the node: "user" (default) or "root"
+    PRIVILEGE = "root"          # what its probes need on the node: "user" (default) or "root";
+                                #   a Probe(root=...) overrides it for one probe
+    PRIVILEGE_GROUP = "HwHiAiUser"  # with "root": a member of this group needs no root for them
+                                #   (npu-smi: root or the HwHiAiUser group)             (default None)
+    WHERE = "job"               # where its probes look on a node with a `container:`: "host"
+                                #   (default: npu-smi, hccn_tool, ports, disks) or "job" (inside
+                                #   the job's container); a Probe(job=...) overrides it for one probe
     COST = "network"            # "light" (default: reads the node's own state), "network"
                                 #   (traffic between nodes), "heavy" (loads devices, reads data sets)
     NODE_PARAMS = ("targets",)  # cluster checks: parameters a node's own `checks:` may set; any
@@ -46,6 +52,11 @@ or failing with its own error text, on a node that should have it, is a `fail` b
 `tool_failure()` naming the tool, the path looked at and its first error line; `error` only when
 preflight could not tell (timeout, lost connection, output it cannot read: raise ParseError or use
 `require_ok`); `skip` never stands for a tool failure (another check owning it: REQUIRES).
+
+Privilege is decided per probe by the core, never in a check: a probe that needs root (a Probe's
+`root`, else the check's PRIVILEGE) runs as the login user when that is root (or a member of
+PRIVILEGE_GROUP), under `sudo -n` when the node has `become: sudo`, and otherwise is not run and the
+check is `error` "needs root" (docs/SPEC.md §2.9).
 
 Probe commands are shell text run by `sh -c` on the node under a remote `timeout`; every value that
 came from the inventory or a node goes in through `q()` (shlex.quote). Identical commands from
@@ -67,6 +78,8 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
     "BUSY_REASON": ("", None),
     "TREND_METRIC": (None, None),
     "PRIVILEGE": ("user", ("user", "root")),
+    "PRIVILEGE_GROUP": (None, None),
+    "WHERE": ("host", ("host", "job")),
     "COST": ("light", ("light", "network", "heavy")),
     "NODE_PARAMS": ((), None),
     "BACKEND": (None, (None, "ascend", "nvidia")),
@@ -85,10 +98,13 @@ def q(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Probe:
-    """A command with its own timeout (seconds); a plain string uses the node's probe_timeout."""
+    """A command with its own timeout (seconds) and privilege; a plain string uses the node's
+    probe_timeout and the check's PRIVILEGE. `root=None`: as the check declares."""
 
     cmd: str
     timeout: float | None = None
+    root: bool | None = None
+    job: bool | None = None  # inside the job's container (None: as the check's WHERE)
 
 
 class ParseError(ValueError):

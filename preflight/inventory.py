@@ -17,6 +17,7 @@ import paramiko
 import yaml
 
 from . import nodeset
+from .container import RUNTIMES, Container
 from .node import Node
 
 
@@ -37,6 +38,9 @@ NODE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "auth_timeout": ((int, float), "auth_timeout"),
     "probe_timeout": ((int, float), "probe_timeout"),
     "proxy_jump": ((str,), "proxy_jump"),
+    "become": ((str,), "become"),
+    "become_user": ((str,), "become_user"),
+    "container": ((dict,), "container"),
     "backend": ((str,), "backend"),
     "devices": ((int,), "devices"),
     "ascend_home": ((str,), "ascend_home"),
@@ -51,6 +55,7 @@ CHOICES = {
     "host_key_policy": ("strict", "accept-new", "off"),
     "backend": ("ascend", "nvidia", "auto"),
     "launch_shell": ("exec", "login"),
+    "become": ("sudo", "none"),
 }
 TOP_KEYS = {"cluster", "defaults", "checks", "nodes", "job"}
 PATH_KEYS = {"data", "checkpoint"}
@@ -65,7 +70,10 @@ JOB_KEYS: dict[str, str] = {
 }
 ANSIBLE_VARS = {"ansible_host": "host", "ansible_port": "port", "ansible_user": "user",
                 "ansible_ssh_private_key_file": "identity_file", "ansible_ssh_host": "host",
-                "ansible_ssh_port": "port", "ansible_ssh_user": "user"}
+                "ansible_ssh_port": "port", "ansible_ssh_user": "user", "ansible_become_user": "become_user"}
+# Ansible's become: a boolean switch and a method; preflight supports the sudo method only.
+ANSIBLE_BECOME, ANSIBLE_BECOME_METHOD = "ansible_become", "ansible_become_method"
+USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*\$?$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 HOST_RE = re.compile(r"^[A-Za-z0-9._:%\-]+$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -249,9 +257,45 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
         return {k: dict(v) for k, v in value.items()}
     if key in ("port", "devices") and not (0 < value < (65536 if key == "port" else 4097)):
         raise ctx.fail(m, key, f"{value} is out of range")
+    if key == "container":
+        return _container(ctx, m, value)
+    if key == "become_user" and not USER_RE.match(value):
+        raise ctx.fail(m, key, f"{value!r} is not a user name")
     if key == "host" and not HOST_RE.match(value.replace("[", "").replace("]", "").replace(",", "")):
         raise ctx.fail(m, key, f"{value!r} is not a host name or address")
     return value
+
+
+CONTAINER_KEYS = {"runtime", "name", "image", "run_args"}
+
+
+def _container(ctx: _Ctx, m: _Map, value: Any) -> Container:
+    """`container:` — runtime (docker | podman), and exactly one of name (a running container) or
+    image (a fresh `run --rm` with run_args)."""
+    _raise_traps_deep(ctx, value)
+    for k in value:
+        if k not in CONTAINER_KEYS:
+            raise ctx.fail(value, k, f"unknown container key (known: {', '.join(sorted(CONTAINER_KEYS))})")
+    runtime = value.get("runtime", "docker")
+    if runtime not in RUNTIMES:
+        raise ctx.fail(value, "runtime", f"{runtime!r} is not one of {', '.join(RUNTIMES)}")
+    name, image = value.get("name"), value.get("image")
+    if (name is None) == (image is None):
+        raise ctx.fail(m, "container", "give exactly one of name (a running container to exec into) or image "
+                                       "(a fresh run --rm of it), not " + ("both" if name else "neither"))
+    for k in ("name", "image"):
+        v = value.get(k)
+        if v is not None and (not isinstance(v, str) or not v.strip() or v.startswith("-")):
+            raise ctx.fail(value, k, f"expected a {k} (a string not starting with '-'), got {v!r}")
+    args = value.get("run_args", [])
+    if isinstance(args, str):
+        import shlex
+        args = shlex.split(args)
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ctx.fail(value, "run_args", "expected a list of arguments (strings) or one string")
+    if args and name is not None:
+        raise ctx.fail(value, "run_args", "run_args apply to image: (a fresh run); a named container already runs")
+    return Container(runtime=runtime, name=name, image=image, run_args=tuple(args))
 
 
 def _closest(key: str, candidates: list[str]) -> str | None:
@@ -352,8 +396,26 @@ def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]
         mapped = _Map({ANSIBLE_VARS.get(k, k): v for k, v in vars_.items()
                        if k in ANSIBLE_VARS or k in NODE_KEYS})  # other vars belong to other tools
         mapped.line, mapped.lines = vars_.line, {ANSIBLE_VARS.get(k, k): ln for k, ln in vars_.lines.items()}
-        mapped.traps = {ANSIBLE_VARS.get(k, k): t for k, t in vars_.traps.items()}
-        return _check_settings(ctx, mapped, where)
+        mapped.traps = {ANSIBLE_VARS.get(k, k): t for k, t in vars_.traps.items() if k != ANSIBLE_BECOME}
+        out = _check_settings(ctx, mapped, where)
+        out.update(_ansible_become(vars_))
+        return out
+
+    def _ansible_become(vars_: _Map) -> dict[str, Any]:
+        """ansible_become (yes/true: the YAML boolean Ansible means) with ansible_become_method."""
+        if ANSIBLE_BECOME_METHOD in vars_:
+            method = vars_[ANSIBLE_BECOME_METHOD]
+            if method != "sudo":
+                raise ctx.fail(vars_, ANSIBLE_BECOME_METHOD, f"{method!r}: preflight becomes root with sudo only "
+                                                             f"(sudo -n, never a password prompt)")
+        if ANSIBLE_BECOME not in vars_:
+            return {}
+        flag = vars_[ANSIBLE_BECOME]
+        if isinstance(flag, str) and flag.lower() in ("true", "false", "yes", "no"):
+            flag = flag.lower() in ("true", "yes")
+        if not isinstance(flag, bool):
+            raise ctx.fail(vars_, ANSIBLE_BECOME, f"expected true or false, got {flag!r}")
+        return {"become": "sudo" if flag else "none"}
 
     def walk(group: Any, name: str, inherited: dict[str, Any]) -> None:
         if group is None:
@@ -416,6 +478,8 @@ def _ssh_config(path: str | None) -> paramiko.SSHConfig | None:
 def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig | None) -> Node:
     """Inventory > ~/.ssh/config > built-in defaults (docs/SPEC.md §2.1)."""
     kw: dict[str, Any] = {NODE_KEYS[k][1]: v for k, v in s.items() if k != "host"}
+    if kw.get("become") == "none":
+        kw["become"] = None
     host = s["host"]
     if ssh_cfg is not None:
         found = ssh_cfg.lookup(host)

@@ -47,7 +47,9 @@ class CommandOutput:
     """What one probe returned. A non-zero rc is data, never an exception.
 
     `rc` is None when no exit status came back (connection lost, killed by the run deadline);
-    `timed_out` means the remote `timeout` ended it (rc 124/137); `error` says why in words.
+    `timed_out` means the remote `timeout` ended it (rc 124/137); `error` says why in words;
+    `denied` is set (and equals `error`) when the probe was not run because it needs root that the
+    login user lacks, or `sudo -n` refused.
     `node_started_at` is the node's own clock when the probe started and `received_at` the control
     host's clock when its output arrived (epoch seconds): their gap, less `duration_s`, bounds the
     clock offset between the two.
@@ -60,6 +62,7 @@ class CommandOutput:
     timed_out: bool = False
     truncated: bool = False
     error: str | None = None
+    denied: str | None = None  # not run for want of privilege (needs root, sudo -n refused): why
     node_started_at: float | None = None
     received_at: float | None = None
 

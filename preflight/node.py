@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .container import Container
+
 
 @dataclass(frozen=True)
 class Node:
@@ -19,6 +21,9 @@ class Node:
     auth_timeout: float = 10.0
     probe_timeout: float = 60.0
     proxy_jump: str | None = None
+    become: str | None = None  # "sudo": probes that need root run under `sudo -n`; None: never
+    become_user: str = "root"
+    container: Container | None = None  # the job's container: job-side checks look inside it
     backend: str = "auto"  # ascend | nvidia | auto
     devices: int = 8  # logical devices (chips) expected; 16 on an A3 node
     ascend_home: str = "/usr/local/Ascend"

@@ -16,6 +16,7 @@ from typing import Any
 
 CONNECT_ID = "ssh.connect"
 BACKEND_NAMES = {"ascend": "Ascend", "nvidia": "NVIDIA"}
+WHERE_WORDS = {"host": "the host", "job": "the job's container where the node has one (container:), else the host"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class CheckInfo:
     busy_reason: str = ""
     trend_metric: tuple[str, bool] | None = None
     privilege: str = "user"
+    privilege_group: str | None = None
+    where: str = "host"
     cost: str = "light"
     node_params: tuple[str, ...] = ()
     backend: str | None = None
@@ -42,7 +45,7 @@ class CheckInfo:
 
     def policy_text(self) -> str:
         """The policy as `preflight explain` prints it: one line a person can act on."""
-        parts = [f"privilege: {self.privilege}", f"cost: {self.cost}"]
+        parts = [f"privilege: {self.privilege_words}", f"looks at: {WHERE_WORDS[self.where]}", f"cost: {self.cost}"]
         if self.gate:
             parts.append("in the gate's fast set")
         if self.disruptive:
@@ -55,6 +58,14 @@ class CheckInfo:
         if self.backend:
             parts.append(f"{BACKEND_NAMES[self.backend]} nodes only")
         return "\nPolicy: " + "; ".join(parts) + "\n"
+
+    @property
+    def privilege_words(self) -> str:
+        """What a login user needs for this check's probes, as explain and the docs say it."""
+        if self.privilege != "root":
+            return "user (no root needed)"
+        group = f" or membership of the {self.privilege_group} group" if self.privilege_group else ""
+        return f"root{group} (as a non-root login user: become: sudo with a NOPASSWD rule)"
 
     @property
     def doc(self) -> str:
@@ -98,6 +109,8 @@ def policy(module: ModuleType) -> dict[str, Any]:
             raise ContractError(f"{module.__name__}: TREND_METRIC must be (metric name, rising is bad)")
         out["trend_metric"] = metric
     out["node_params"] = tuple(out["node_params"])
+    if out["privilege_group"] is not None and (out["privilege"] != "root" or not isinstance(out["privilege_group"], str)):
+        raise ContractError(f"{module.__name__}: PRIVILEGE_GROUP names a group (a string) and needs PRIVILEGE = 'root'")
     if out["on_busy"] == "skip" and not out["busy_reason"]:
         raise ContractError(f"{module.__name__}: ON_BUSY = 'skip' needs a BUSY_REASON")
     if out["on_busy"] == "report" and not callable(getattr(module, "busy", None)):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from . import __version__, backend as backends
-from .checkapi import ClusterContext, Finding, ParseError, Probe
+from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
+from .container import RUNTIME_GROUP, START_SLACK_S, job_command
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .node import Node
@@ -51,28 +52,71 @@ class NodeRun:
     backend: backends.Decision | None = None  # the node's backend, once connected
 
 
-def _spec(probe: str | Probe, node: Node) -> tuple[str, float]:
+def _spec(probe: str | Probe, node: Node, info: CheckInfo | None) -> ProbeSpec:
+    """A check's probe as the driver takes it: its timeout, and whether it needs root (the Probe's
+    own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
+    user. This is the one place privilege is decided; the driver applies it (sudo -n)."""
+    cmd, timeout, root, job = probe, None, None, None
     if isinstance(probe, Probe):
-        return probe.cmd, probe.timeout or node.probe_timeout
-    return probe, node.probe_timeout
+        cmd, timeout, root, job = probe.cmd, probe.timeout, probe.root, probe.job
+    if root is None:
+        root = info is not None and info.privilege == "root"
+    group = (info.privilege_group or "") if (root and info is not None) else ""
+    timeout = timeout or node.probe_timeout
+    if job is None:
+        job = info is not None and info.where == "job"
+    if job and node.container is not None:  # through the runtime, which needs root (docker: its group)
+        cmd, timeout = job_command(node.container, cmd, timeout), timeout + START_SLACK_S
+        root, group = True, RUNTIME_GROUP[node.container.runtime] or ""
+    return ProbeSpec(key="", cmd=cmd, timeout=timeout, root=root, group=group,
+                     become=node.become_user if (root and node.become == "sudo") else "",
+                     job=bool(job and node.container is not None))
+
+
+RUNTIME_ERROR_RC = 125  # docker and podman: the runtime itself failed (no such container, image absent)
+# ...and what else the runtime (not the probe) says: podman exec into a stopped container exits 255
+# ("Error: can only create exec sessions on running containers"); docker's daemon errors begin so
+RUNTIME_ERROR_WORDS = ("Error: can only create exec sessions", "Error response from daemon:")
+
+
+def _runtime_refused(out: CommandOutput, node: Node) -> CommandOutput:
+    """A job-side probe the runtime could not start (exit 125): not the probe's answer, so it is
+    marked not run, in the runtime's words, naming the container."""
+    c = node.container
+    if c is None or out.denied or out.rc is None or out.rc == 0:
+        return out
+    if out.rc != RUNTIME_ERROR_RC and not out.stderr.startswith(RUNTIME_ERROR_WORDS):
+        return out
+    why = f"{c.runtime} could not run the probe in {c.label} on {node.name}: {first_line(out.stderr, 240)}"
+    return replace(out, error=why, denied=why)
+
+
+def _merge(a: ProbeSpec, b: ProbeSpec) -> ProbeSpec:
+    """One command asked for by several checks runs once: the longest timeout, root when any of
+    them needs it, and a group exemption when one states it (it is a fact about the command)."""
+    root = a.root or b.root
+    return replace(a, timeout=max(a.timeout, b.timeout), root=root,
+                   group=(a.group or b.group) if root else "", become=(a.become or b.become) if root else "")
 
 
 def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, str | Probe]],
-              cancel: threading.Event, recorder=None) -> dict[str, dict[str, CommandOutput]]:
+              cancel: threading.Event, recorder=None,
+              checks: dict[str, CheckInfo] | None = None) -> dict[str, dict[str, CommandOutput]]:
     """{check: {name: cmd}} -> {check: {name: output}}, identical commands sent once."""
     by_cmd: dict[str, ProbeSpec] = {}
-    for probes in wanted.values():
+    for cid, probes in wanted.items():
         for probe in probes.values():
-            cmd, timeout = _spec(probe, node)
-            if cmd not in by_cmd or by_cmd[cmd].timeout < timeout:
-                by_cmd[cmd] = ProbeSpec(key=f"p{len(by_cmd)}" if cmd not in by_cmd else by_cmd[cmd].key,
-                                        cmd=cmd, timeout=timeout)
+            spec = _spec(probe, node, (checks or {}).get(cid))
+            have = by_cmd.get(spec.cmd)
+            by_cmd[spec.cmd] = replace(spec, key=f"p{len(by_cmd)}") if have is None else _merge(have, spec)
     specs = list(by_cmd.values())
     outputs = session.run(specs, cancel) if specs else {}
+    jobs = {sp.key for sp in specs if sp.job}
+    outputs = {k: _runtime_refused(o, node) if k in jobs else o for k, o in outputs.items()}
     if recorder is not None:
         recorder.add(node.name, specs, outputs)
-    return {check: {name: outputs[by_cmd[_spec(p, node)[0]].key] for name, p in probes.items()}
-            for check, probes in wanted.items()}
+    return {check: {name: outputs[by_cmd[_spec(p, node, (checks or {}).get(check)).cmd].key]
+                    for name, p in probes.items()} for check, probes in wanted.items()}
 
 
 class Runner:
@@ -198,15 +242,19 @@ class Runner:
     def _gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
         node = run.node
         wanted = self._ask(run, checks, lambda c: c.module.probes(node, self._params(node, c)))
-        run.outputs = run_batch(run.session, node, wanted, self.cancel, self.recorder)
+        run.outputs = run_batch(run.session, node, wanted, self.cancel, self.recorder, self.every)
         more = self._ask(run, [c for c in checks if c.has("followup") and c.id in run.outputs],
                          lambda c: c.module.followup(run.outputs[c.id], node, self._params(node, c)))
         more = {cid: p for cid, p in more.items() if p}
         if more and not self.cancel.is_set():
-            for cid, outs in run_batch(run.session, node, more, self.cancel, self.recorder).items():
+            for cid, outs in run_batch(run.session, node, more, self.cancel, self.recorder, self.every).items():
                 run.outputs[cid].update(outs)
         for c in checks:
             if c.id not in run.outputs or c.id in run.facts:
+                continue
+            denied = ProbesNotRun.of(run.outputs[c.id], node, c)
+            if denied is not None:  # a probe it needs was not run: nothing of it can be judged
+                run.facts[c.id] = denied
                 continue
             try:
                 run.facts[c.id] = c.module.parse(run.outputs[c.id])
@@ -315,7 +363,7 @@ class Runner:
         return plans
 
     def _run_plan(self, run: NodeRun, wanted, contexts) -> None:
-        outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder)
+        outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder, self.every)
         for cid, o in outs.items():
             contexts[cid].planned.setdefault(run.node.name, {}).update(o)  # type: ignore[union-attr]
 
@@ -341,6 +389,10 @@ class Runner:
                 findings = list(info.module.evaluate(ctx))
             except Exception as exc:  # noqa: BLE001
                 findings = [_error_finding(info, exc, {})]
+        for name, r in self.runs.items():  # a node whose facts (own or USES) were not gathered: not judged
+            denied = next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), ProbesNotRun)), None)
+            if denied is not None:
+                findings.append(replace(denied.finding(), node=name))
         duration = time.monotonic() - t0 + sum(o.duration_s for outs in ctx.planned.values() for o in outs.values())
         if findings and not any(f.node is None for f in findings):
             findings.insert(0, Finding(worst(f.status for f in findings), f"{len(findings)} node(s) flagged",
@@ -445,7 +497,46 @@ def _result(check: str, node: str | None, f: Finding, duration: float) -> Result
                   f.remediation, duration)
 
 
+PRIVILEGE_WORDS = ("sudo", "needs root")  # how batch.NEEDS_ROOT and batch.SUDO_REFUSED begin
+
+
+class ProbesNotRun(Exception):
+    """A check with probes not run: root the login user lacks (no become), sudo -n refused, or the
+    job's container runtime could not start them. Nothing of the check can be judged on that node."""
+
+    def __init__(self, why: str, commands: list[str], user: str, group: str | None):
+        super().__init__(why)
+        self.why, self.commands, self.user, self.group = why, commands, user, group
+
+    @classmethod
+    def of(cls, outputs: dict[str, CommandOutput], node: Node, info: CheckInfo) -> "ProbesNotRun | None":
+        # a host check that looks into the container itself (container.runtime) reads the runtime's answer
+        not_run = {name: o.denied for name, o in outputs.items()
+                   if o.denied and (info.where == "job" or o.denied.startswith(PRIVILEGE_WORDS))}
+        denied = list(not_run.values())
+        if not denied:
+            return None
+        return cls(denied[0], sorted(not_run),
+                   node.user or "the login user", info.privilege_group)
+
+    def finding(self) -> Finding:
+        if not self.why.startswith(PRIVILEGE_WORDS):  # the job's container (RUNTIME_ERROR_RC)
+            fix = ("start the job's container on this node (or name the running one in `container: name:`), or "
+                   "load its image there (`container: image:` is run with --pull=never); see container.runtime")
+        elif self.why.startswith("sudo"):
+            fix = (f"let {self.user} run preflight's root probes without a password: they run as "
+                   f"`sudo -n /bin/sh -c <probe>`, so the rule names /bin/sh, e.g. in /etc/sudoers.d/preflight "
+                   f"(visudo -f): `{self.user} ALL=(root) NOPASSWD: /bin/sh`; or log in as root")
+        else:
+            fix = ("set `become: sudo` for the node (with a NOPASSWD sudo rule for the login user), or log in as root"
+                   + (f", or add {self.user} to the {self.group} group (usermod -aG {self.group} {self.user})"
+                      if self.group else ""))
+        return Finding(Status.ERROR, self.why, {"not_run": self.commands}, remediation=fix)
+
+
 def _error_finding(info: CheckInfo, exc: BaseException, outputs: dict[str, CommandOutput]) -> Finding:
+    if isinstance(exc, ProbesNotRun):
+        return exc.finding()
     if isinstance(exc, ParseError):
         details: dict[str, Any] = {"output": exc.text} if exc.text else {}
         return Finding(Status.ERROR, f"could not read the output: {exc.message}", details)

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from . import keys, netns, procs, record, sshd
+from . import keys, logins, netns, procs, record, sshd
 from . import slurm as sim_slurm
 from .faults import FAULTS, apply_fault
 from .inventory import known_hosts_line, write_inventory
@@ -255,13 +255,27 @@ class Cluster:
             state = build_state(ns_spec, host, dev_ips, dev_mask, netns.HOST_IFACE if netns_mode else "lo",
                                 netns.DEVICE_IFACE if netns_mode else "lo")
             write_tree(node_dir, state, asc_home)
+            if ns_spec.login_user:
+                if not netns_mode:
+                    raise SimError(f"{name}: login_user needs netns mode (root and ip netns)")
+                try:
+                    logins.write_etc(node_dir, name, ns_spec.login_user, ns_spec.sudo, list(ns_spec.groups))
+                except ValueError as exc:
+                    raise SimError(f"{name}: {exc}") from None
+                logins.own_device_marks(node_dir)
+                os.chown(node_dir / "ckpt", logins.LOGIN_UID, logins.LOGIN_UID)  # the user's checkpoints
+                logins.open_path_for_logins(d)
             (node_dir / "baseline.json").write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
             pub = keys.generate(node_dir / "ssh" / "ssh_host_ed25519_key", f"root@{name}")
             known.append(known_hosts_line(host, port, pub))
             path_env = None if netns_mode else f"{node_dir / 'bin'}:{SYS_PATH}"
+            if ns_spec.login_user:  # the tools sit in /usr/local/sbin, on a non-root user's PATH too
+                path_env = SYS_PATH
             sshd.write_config(node_dir, host, port, auth, path_env)
             entry = {"name": name, "index": ns_spec.index, "host": host, "port": port, "dir": str(node_dir),
-                     "ascend_home": asc_home, "devices": count, "namespace": None, "backend": ns_spec.backend}
+                     "ascend_home": asc_home, "devices": count, "namespace": None, "backend": ns_spec.backend,
+                     "login": ({"user": ns_spec.login_user, "sudo": ns_spec.sudo, "become": ns_spec.become}
+                               if ns_spec.login_user else None)}
             if netns_mode:
                 (node_dir / "etcov").mkdir()
                 entry.update(namespace=f"{nm['ns_prefix']}{name}", veth_host=f"{nm['veth_host']}{ns_spec.index}",
@@ -342,6 +356,11 @@ class Cluster:
                 e["env"] = {"NCCL_SOCKET_IFNAME": iface}
             else:
                 e["env"] = {"HCCL_IF_IP": n.host}
+            login = next(r for r in self.rec["nodes"] if r["name"] == n.name).get("login")
+            if login:
+                e["user"] = login["user"]
+                if login["become"]:
+                    e["become"] = "sudo"
             entries.append(e)
         write_inventory(self.inventory_path, sp.cluster, defaults, entries)
 
@@ -380,7 +399,9 @@ class Cluster:
                 pidfile.unlink()
             if n.namespace:
                 binds = self.node_binds(n)
-                argv = sshd.netns_argv(n.namespace, n.dir, n.name, cfg, binds)
+                etc_files = n.dir / logins.ETC_DIR
+                argv = sshd.netns_argv(n.namespace, n.dir, n.name, cfg, binds,
+                                       etc_files if etc_files.is_dir() else None)
                 entry = next(e for e in self.rec["nodes"] if e["name"] == name)
                 # recorded for the reader: they live in the node's mount namespace only and end with it
                 entry["mounts"] = [[str(src), dst] for src, dst in binds] + [

@@ -14,6 +14,11 @@ ERR_MAJOR_TYPE = ('Get invalid major cmd type. The valid major cmd type should b
                   "Enter [ hccn_tool -h ] for more details.\n")
 ERR_MAJOR = "Get invalid major cmd.\n"
 ERR_NO_IP = "Get ipconf failed, because no ip was preset there!\n"
+# A caller that is not root: hccn_check_usr_identify() ("only root user is legal") makes the command
+# return UDA_TOOL_SYS_NOT_ACCESS, printed from the error table of the Ascend driver source
+# (github.com/verylucky01/driver: src/custom/network/hccn/ascend910B/hccn_tool/cmd.c, err table;
+# common/hccn_comm.c, hccn_check_usr_identify); docs/FORMATS.md §3.10 lists it.
+ERR_NOT_ROOT = "permission denied: pls check this cmd run permission.\n"
 
 
 def _kv(key: str, value: Any) -> str:

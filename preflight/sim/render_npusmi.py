@@ -17,6 +17,14 @@ INVALID_CHIP = "Invalid chip id.\nError parameter of -c\n" + USAGE  # inferred (
 NOT_FOUND = "Command or option is not found.\n" + USAGE
 BUSY = ("DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\n"
         "dcmi model initialized failed, because the device is used. ret is -8020\n")
+# A caller the driver's device files refuse (not root, not in HwHiAiUser): DCMI cannot initialise.
+# Verbatim from a host where DCMI is root-only, exit status 187 (-8005 & 0xff), in
+# github.com/hw-native-sys/simpler pull request #2043; the line is npu_smi.c's
+# handle_dcmi_initialization() ("dcmi module initialize failed. ret is %d", printf: stdout) in the
+# Ascend driver source (github.com/verylucky01/driver, src/custom/dev_prod/user/npucli/src/npu_smi.c).
+DENIED = ("DrvMngGetConsoleLogLevel failed. (ret=4)\n"
+          "dcmi module initialize failed. ret is -8005\n")
+DENIED_RC = 187
 
 
 class _Grid:
@@ -263,5 +271,5 @@ def render_all(state: dict[str, Any]) -> dict[str, str]:
 
 
 __all__ = ["render_usages", "render_ecc", "render_info", "render_health_chip", "render_health_npu", "render_board_npu", "render_board_chip",
-           "render_list", "render_map", "render_all", "INVALID_CARD", "INVALID_CHIP", "NOT_FOUND", "BUSY",
+           "render_list", "render_map", "render_all", "INVALID_CARD", "INVALID_CHIP", "NOT_FOUND", "BUSY", "DENIED",
            "chips"]

@@ -11,8 +11,10 @@ that passes for the wrong reason. Every problem is one line naming the place and
       device_subnet: 198.19.0.0/24
                                   # without network:, bring-up picks the first free blocks
                                   # (at least /24) of 198.18.0.0/16 and 198.19.0.0/16
-    defaults: {layout: 910B}      # node keys every node gets
     slurm: false                  # true: real slurmctld + one slurmd per node (netns mode; sim/slurm.py)
+    defaults: {layout: 910B}      # node keys every node gets; netns mode also takes login_user
+                                  # (a non-root login), sudo (nopasswd|password|none), groups
+                                  # ([HwHiAiUser]: npu-smi without sudo), become (inventory: sudo)
     faults:                       # applied after bring-up; see preflight.sim docstring
       - {node: node02, fault: npu_health, device: 3, status: Alarm, codes: [A4025021]}
 """
@@ -41,6 +43,7 @@ NETWORK_KEYS = {"subnet", "device_subnet"}
 NODE_KEYS = {
     "layout", "chip_name", "npus", "chips_per_npu", "npu_smi_version", "driver_version",
     "firmware_version", "cann_version", "arch", "hccn_conf", "data_files", "backend", "gpus", "gpu_model",
+    "login_user", "sudo", "groups", "become",
 }
 BACKENDS = ("ascend", "nvidia")
 GPU_MODELS = ("H100",)  # one model with a real -q capture to render from
@@ -65,6 +68,10 @@ class NodeSpec:
     backend: str = "ascend"          # nvidia: a GPU node (nvidia-smi, ibstat, a kernel log), no npu-smi
     gpus: int = 8
     gpu_model: str = "H100"
+    login_user: str | None = None    # netns mode: log in as this non-root user (preflight.sim.logins)
+    sudo: str = "nopasswd"           # its sudoers: nopasswd | password | none
+    groups: tuple[str, ...] = ()     # its extra groups, e.g. [HwHiAiUser] (npu-smi without sudo)
+    become: bool = True              # the inventory says `become: sudo` for it
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,18 @@ def _node_keys(source: str, where: str, raw: Any) -> dict[str, Any]:
         raise _fail(source, f"{where}.gpus", "must be an integer from 1 to 16")
     if "gpu_model" in out and out["gpu_model"] not in GPU_MODELS:
         raise _fail(source, f"{where}.gpu_model", f"unknown model {out['gpu_model']!r} (one of {', '.join(GPU_MODELS)})")
-    if "hccn_conf" in out and not isinstance(out["hccn_conf"], bool):
-        raise _fail(source, f"{where}.hccn_conf", "must be true or false")
+    if "login_user" in out and not (isinstance(out["login_user"], str) and re.fullmatch(r"[a-z_][a-z0-9_-]{0,30}", out["login_user"])):
+        raise _fail(source, f"{where}.login_user", "must be a lower-case user name")
+    if "sudo" in out and out["sudo"] not in ("nopasswd", "password", "none"):
+        raise _fail(source, f"{where}.sudo", "must be nopasswd, password or none")
+    if "groups" in out:
+        if not isinstance(out["groups"], list) or not all(isinstance(g, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,30}", g)
+                                                          for g in out["groups"]):
+            raise _fail(source, f"{where}.groups", "must be a list of group names")
+        out["groups"] = tuple(out["groups"])
+    for key in ("hccn_conf", "become"):
+        if key in out and not isinstance(out[key], bool):
+            raise _fail(source, f"{where}.{key}", "must be true or false")
     if "data_files" in out:
         files = out["data_files"]
         if not isinstance(files, dict) or not all(

@@ -2,7 +2,8 @@
 
 Netns mode starts sshd as `ip netns exec NS unshare --mount --uts --propagation private sh -c ...`:
 the script bind-mounts the node's tree at the real Ascend paths, overlays /etc (so /etc/hccn.conf
-is the node's own, or absent), sets the hostname and execs sshd. The mounts live only in that
+is the node's own, or absent, and a node with a login user has its passwd, group, shadow, hosts and
+sudoers.d: preflight.sim.logins), sets the hostname and execs sshd. The mounts live only in that
 mount namespace and vanish with its last process, so the host is never touched beyond the empty
 mountpoints recorded in the cluster record.
 """
@@ -50,11 +51,12 @@ def write_config(node_dir: Path, listen: str, port: int, authorized_keys: Path,
 
 
 def node_script(node_dir: Path, hostname: str, binds: list[tuple[Path, str]], exec_line: str,
-                etc_links: dict[str, Path] | None = None) -> str:
+                etc_links: dict[str, Path] | None = None, etc_files: Path | None = None) -> str:
     """The shell that makes a fresh mount+UTS namespace look like the node (its tree on the
     real paths, its own /etc/hccn.conf, its host name), then execs the daemon. Shared by sshd and
     the simulated Slurm's slurmd, so both see the same node. `etc_links` adds files under the
-    node's /etc (relative path -> target), e.g. slurm/slurm.conf, where a real node has them."""
+    node's /etc (relative path -> target), e.g. slurm/slurm.conf, where a real node has them;
+    `etc_files` is a folder copied into the node's /etc (its login user, sudoers: sim.logins)."""
     q = shlex.quote
     etcov = node_dir / "etcov"
     script = ["set -e"]
@@ -62,6 +64,10 @@ def node_script(node_dir: Path, hostname: str, binds: list[tuple[Path, str]], ex
     script += [
         f"mount -t tmpfs -o size=1m,mode=0755 pfs-etc {q(str(etcov))}",
         f"mkdir {q(str(etcov / 'u'))} {q(str(etcov / 'w'))}",
+        *([f"cp -a {q(str(etc_files))}/. {q(str(etcov / 'u'))}/"] if etc_files else []),  # login user, sudoers
+        # podman on the node (preflight.sim.podman): `ip netns exec` gave it a fresh /sys without the
+        # cgroup hierarchies; mount the host's again (the same hierarchies: cgroup_mounts)
+        *(cgroup_mounts() if etc_files and (etc_files / "containers").is_dir() else []),
         f"ln -s {q(str(node_dir / 'etc' / 'hccn.conf'))} {q(str(etcov / 'u' / 'hccn.conf'))}",
     ]
     for rel, target in (etc_links or {}).items():
@@ -78,13 +84,28 @@ def node_script(node_dir: Path, hostname: str, binds: list[tuple[Path, str]], ex
 
 
 def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
-               binds: list[tuple[Path, str]]) -> list[str]:
+               binds: list[tuple[Path, str]], etc_files: Path | None = None) -> list[str]:
     """The command that starts a node's sshd inside its network, mount and UTS namespaces."""
     q = shlex.quote
     script = node_script(node_dir, hostname, binds,
-                         f"exec {SSHD} -f {q(str(cfg))} -E {q(str(node_dir / 'ssh' / 'sshd.log'))}")
+                         f"exec {SSHD} -f {q(str(cfg))} -E {q(str(node_dir / 'ssh' / 'sshd.log'))}",
+                         etc_files=etc_files)
     return ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private",
             "sh", "-c", script]
+
+
+def cgroup_mounts() -> list[str]:
+    """Shell lines that mount this host's cgroup hierarchies again under /sys/fs/cgroup (a v1
+    hierarchy mounted with the same controllers is the same hierarchy), as /proc/self/mounts lists them."""
+    q = shlex.quote
+    lines = ["mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup"]
+    with open("/proc/self/mounts", encoding="utf-8") as fh:
+        for row in fh:
+            dev, path, fstype, opts, *_ = row.split()
+            if fstype in ("cgroup", "cgroup2") and path.startswith("/sys/fs/cgroup/"):
+                keep = ",".join(o for o in opts.split(",") if o not in ("rw", "relatime", "nosuid", "nodev", "noexec"))
+                lines.append(f"mkdir -p {q(path)} && mount -t {fstype} {'-o ' + q(keep) if keep else ''} {q(dev)} {q(path)}")
+    return lines
 
 
 def loopback_argv(node_dir: Path, cfg: Path) -> list[str]:

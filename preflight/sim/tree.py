@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import render_hccn, render_npusmi
+from .logins import DEVICE_MARKS
 
 TOOLKIT_DIRS = ("lib64/plugin/opskernel", "lib64/plugin/nnengine", "opp/built-in/op_impl/ai_core/tbe/op_tiling",
                 "bin", "python/site-packages", "tools/aml/lib64/plugin", "toolkit", "compiler/ccec_compiler/bin")
@@ -152,7 +153,8 @@ def _write_ascend_tools(node_dir: Path, state: dict[str, Any], asc: Path) -> Non
     for kind, parts in sections.items():
         put(npu_out / kind, "".join(parts))
     for name, text in (("invalid_card", render_npusmi.INVALID_CARD), ("invalid_chip", render_npusmi.INVALID_CHIP),
-                       ("not_found", render_npusmi.NOT_FOUND), ("busy", render_npusmi.BUSY)):
+                       ("not_found", render_npusmi.NOT_FOUND), ("busy", render_npusmi.BUSY),
+                       ("denied", render_npusmi.DENIED)):
         put(npu_out / name, text)
     if state["npu_smi"] in ("hang", "busy"):
         put(npu_out / "mode", state["npu_smi"] + "\n")
@@ -164,6 +166,7 @@ def _write_ascend_tools(node_dir: Path, state: dict[str, Any], asc: Path) -> Non
         remove(node_dir / "bin" / "npu-smi")
     else:
         script = package_text("tools", "npu-smi").replace("@OUT@", shlex.quote(str(npu_out)))
+        script = script.replace("@DENIED_RC@", str(render_npusmi.DENIED_RC))
         put(node_dir / "bin" / "npu-smi", script.replace("@CARDS@", cards).replace("@CHIPS@", chip_ids), 0o755)
 
     # hccn_tool: one file per command, one "@@id" section per device
@@ -175,6 +178,7 @@ def _write_ascend_tools(node_dir: Path, state: dict[str, Any], asc: Path) -> Non
     for name, parts in per_cmd.items():
         put(hccn_out / name, "".join(parts))
     put(hccn_out / "err_major_type", render_hccn.ERR_MAJOR_TYPE)
+    put(hccn_out / "not_root", render_hccn.ERR_NOT_ROOT)
     script = package_text("tools", "hccn_tool").replace("@OUT@", shlex.quote(str(hccn_out)))
     script = script.replace("@DEVS@", " ".join(str(d["id"]) for d in state["devices"]))
     script = script.replace("@NOIP@", " ".join(str(d["id"]) for d in state["devices"] if not d["shown_ip"]))
@@ -200,4 +204,7 @@ def _write_data(node_dir: Path, state: dict[str, Any]) -> None:
     for name, f in wanted.items():
         put(data / name, data_bytes(name, f["size"], f["variant"]))
 
+    for rel, mode in DEVICE_MARKS.items():  # what the tools test before answering (sim.logins)
+        if not (out / rel).exists():
+            put(out / rel, b"", mode)
     put(node_dir / "state.json", json.dumps(state, indent=1, sort_keys=True) + "\n")

@@ -36,9 +36,28 @@ TRUNCATED_MARK = "\n[... truncated by preflight: more than {cap} bytes ...]\n"
 
 @dataclass(frozen=True)
 class ProbeSpec:
+    """One command for the driver. `root`: it needs root; `group`: a member of that group needs no
+    root for it (npu-smi and HwHiAiUser); `become`: the user `sudo -n` runs it as when the login
+    user lacks the privilege (the node's become_user), "" when the node has no become."""
+
     key: str
     cmd: str
     timeout: float
+    root: bool = False
+    group: str = ""
+    become: str = ""
+    job: bool = False  # wrapped to run in the job's container (preflight.container); the driver ignores it
+
+    @property
+    def mode(self) -> str:
+        """How the driver's `pf` takes it: `-` as the login user, else `r,<group>,<become user>`."""
+        return f"r,{self.group},{self.become}" if self.root else "-"
+
+
+# Frame rc tokens for a probe the driver did not run (a probe cannot forge them: no nonce).
+NOT_RUN_NEEDS_ROOT, NOT_RUN_SUDO_REFUSED = b"N", b"S"
+NEEDS_ROOT = "needs root: set become: sudo, or run as root"
+SUDO_REFUSED = "sudo -n refused: {words}"
 
 
 _DRIVER = r"""
@@ -56,10 +75,39 @@ if [ -n "${BASH_VERSION:-}" ] && [ -n "${EPOCHREALTIME:-}" ]; then
 else
   now() { t=$(date +%s%6N 2>/dev/null); }
 fi
+# How a probe of mode $1 runs: how= (as the login user), sudo, or N / S (not run; see ProbeSpec).
+# Who the login user is (id -u, id -Gn) and whether sudo -n works are asked once, when first needed
+# (never taken from the login environment).
+uid= grs= sudo_ok=
+priv() {
+  how=; [ "$1" = - ] && return
+  m=${1#r,}; g=${m%%,*}; u=${m#*,}
+  [ -n "$uid" ] || uid=$(id -u)
+  [ "$uid" = 0 ] && [ "${u:-root}" = root ] && return
+  if [ -n "$g" ]; then
+    [ -n "$grs" ] || grs=" $(id -Gn 2>/dev/null) "
+    case $grs in *" $g "*) return ;; esac
+  fi
+  [ -n "$u" ] || { how=N; return; }
+  if [ -z "$sudo_ok" ]; then
+    sudo -n -u "$u" -- /bin/sh -c : >"$d/se" 2>&1 </dev/null 4<&- && sudo_ok=y || sudo_ok=n
+  fi
+  if [ "$sudo_ok" = y ]; then how=sudo; else how=S; cp "$d/se" "$d/e"; fi
+}
 pf() {
   [ -e "$d/gone" ] && exit 0  # the client went away between two probes: start nothing more
+  priv "$3"
   now; s=$t
-  timeout -k {grace} "$2" sh -c "$3" >"$d/o" 2>"$d/e" </dev/null 4<&- &
+  case $how in
+    N|S)
+      [ "$how" = N ] && : >"$d/e"
+      : >"$d/o"; now
+      printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$how" "$s" "$t"
+      head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"
+      return ;;
+    sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
+    *) timeout -k {grace} "$2" sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
+  esac
   echo $! >"$d/pid"
   wait $!
   rc=$?
@@ -85,7 +133,8 @@ done
 
 
 def _pf_lines(probes: list[ProbeSpec]) -> str:
-    return "\n".join(f"pf {i} {int(max(1, p.timeout))} {shlex.quote(p.cmd)}" for i, p in enumerate(probes))
+    return "\n".join(f"pf {i} {int(max(1, p.timeout))} {shlex.quote(p.mode)} {shlex.quote(p.cmd)}"
+                     for i, p in enumerate(probes))
 
 
 def driver_script(probes: list[ProbeSpec], nonce: str, cap: int = DEFAULT_CAP) -> str:
@@ -118,7 +167,7 @@ def _int(value: bytes, default: int = 0) -> int:
         return default
 
 
-_BEGIN = re.compile(rb"@@PF:(\S+?):B (\d+) (\d+) (\S*) (\S*)\n")
+_BEGIN = re.compile(rb"@@PF:(\S+?):B (\d+) (\d+|N|S) (\S*) (\S*)\n")
 
 
 class FrameParser:
@@ -152,7 +201,11 @@ class FrameParser:
             (idx, rc, t0, t1), out = self._head, self._out
             self._head = self._out = None
             i = _int(idx)
-            if i < len(self.probes):
+            if i >= len(self.probes):
+                continue
+            if rc in (NOT_RUN_NEEDS_ROOT, NOT_RUN_SUDO_REFUSED):
+                yield i, _not_run(rc, err, t0)
+            else:
                 yield i, self._output(self.probes[i], _int(rc), t0, t1, out, err)
 
     def _find(self, marker: bytes) -> int:
@@ -186,6 +239,18 @@ class FrameParser:
             stdout=_text(out, self.cap), stderr=_text(err, self.cap), rc=rc,
             duration_s=duration, timed_out=timed_out, truncated=len(out) > self.cap or len(err) > self.cap,
             error=error, node_started_at=_int(t0) / 1e6 if t0.isdigit() else None, received_at=time.time())
+
+
+def _not_run(token: bytes, err: bytes, t0: bytes) -> CommandOutput:
+    """A probe the driver left unrun for want of privilege: no rc; `denied` says why, in sudo's
+    own words when sudo -n refused."""
+    if token == NOT_RUN_NEEDS_ROOT:
+        why = NEEDS_ROOT
+    else:
+        words = " ".join(ln.strip() for ln in _text(err, 2000).splitlines() if ln.strip())[:300]
+        why = SUDO_REFUSED.format(words=words or "no message")
+    return CommandOutput(stderr=_text(err, 2000), rc=None, error=why, denied=why,
+                         node_started_at=_int(t0) / 1e6 if t0.isdigit() else None, received_at=time.time())
 
 
 def _text(data: bytes, cap: int) -> str:

@@ -316,4 +316,4 @@ def test_remote_command_runs_under_sh_when_bash_is_absent(tmp_path):
 
 def test_probe_timeout_is_at_least_one_second_and_integer():
     script = driver_script([ProbeSpec("a", "true", 0.2), ProbeSpec("b", "true", 7.9)], "n")
-    assert "pf 0 1 true" in script and "pf 1 7 true" in script
+    assert "pf 0 1 - true" in script and "pf 1 7 - true" in script

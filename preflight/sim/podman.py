@@ -1,0 +1,142 @@
+"""Real podman on simulated nodes: the job's container for the container tests (issue 13, item 5).
+
+Why this shape: Debian's podman runs on this kind of machine with runc, `cgroup_manager =
+"cgroupfs"`, a private cgroup namespace and no default ulimits (crun refuses the hybrid cgroups);
+the config goes into each node's /etc overlay (/etc/containers, preflight.sim.sshd), so podman
+reads it inside the node with or without sudo, and storage ("vfs": no mounts to undo) lives in the
+cluster's directory. Images are built offline: `podman import` of a small root filesystem this
+module assembles — the node's simulated CANN toolkit tree and a `torch` package of a chosen
+version; the interpreter and the shell tools come from the host's /usr, mounted read-only by the
+run arguments (RUN_ARGS), as a job's container mounts the host's driver.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from .cluster import Cluster
+from .logins import ETC_DIR
+
+CONTAINERS_CONF = """[containers]
+default_ulimits = []
+cgroupns = "private"
+[engine]
+cgroup_manager = "cgroupfs"
+runtime = "runc"
+events_logger = "file"
+"""
+HOST_USR = ("/usr/bin", "/usr/lib", "/usr/lib64", "/usr/share", "/usr/sbin")
+
+
+def available() -> tuple[bool, str]:
+    if os.geteuid() != 0:
+        return False, "needs root (rootful podman in the nodes' namespaces)"
+    for tool in ("podman", "runc"):
+        if shutil.which(tool) is None:
+            return False, f"{tool} not installed (apt-get install podman runc)"
+    return True, ""
+
+
+def pyver() -> str:
+    out = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=30)
+    return out.stdout.strip()
+
+
+class JobImages:
+    """Podman config, images and containers for one simulated cluster; `close()` removes them."""
+
+    def __init__(self, cluster: Cluster):
+        self.c = cluster
+        self.root = cluster.dir / "containers"
+        self.images: list[str] = []
+        self.containers: list[tuple[str, str]] = []  # (node, name)
+
+    def configure(self) -> None:
+        """Write each node's /etc/containers and restart its sshd so the overlay carries it."""
+        storage = (f'[storage]\ndriver = "vfs"\ngraphroot = "{self.root / "storage"}"\n'
+                   f'runroot = "{self.root / "run"}"\n')
+        for n in self.c.nodes:
+            etc = n.dir / ETC_DIR / "containers"
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "containers.conf").write_text(CONTAINERS_CONF, encoding="utf-8")
+            (etc / "storage.conf").write_text(storage, encoding="utf-8")
+            self.c.stop_sshd(n.name)
+            self.c.start_sshd(n.name)
+
+    def run_args(self, node: str, network: str = "host", devices: bool = True, driver: bool = True) -> list[str]:
+        """What the job's `podman run` passes: the host's /usr (the interpreter), the driver, the
+        device files (the sim's stand-ins, one per logical device), the network mode."""
+        n = self.c.node(node)
+        args = ["--network", network]
+        for p in HOST_USR:
+            if os.path.isdir(p) and not os.path.islink(p):
+                args += ["-v", f"{p}:{p}:ro"]
+        if driver:
+            args += ["-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
+                     "-v", "/usr/local/Ascend/firmware:/usr/local/Ascend/firmware:ro"]
+        if devices:
+            dev = n.dir / "dev"
+            dev.mkdir(exist_ok=True)
+            names = [f"davinci{i}" for i in range(n.devices)] + ["davinci_manager", "devmm_svm", "hisi_hdc"]
+            for name in names:
+                (dev / name).touch()
+                args += ["-v", f"{dev / name}:/dev/{name}"]
+        return args
+
+    def build(self, node: str, tag: str, torch: str) -> str:
+        """`podman import` (on the node) of a root filesystem with the node's toolkit and torch."""
+        n = self.c.node(node)
+        rootfs = self.root / "rootfs" / tag.replace(":", "_").replace("/", "_")
+        shutil.rmtree(rootfs, ignore_errors=True)
+        for d in ("usr/local", "etc", "tmp", "proc", "sys", "dev", "run", "root"):
+            (rootfs / d).mkdir(parents=True, exist_ok=True)
+        for link in ("bin", "lib", "lib64", "sbin"):
+            os.symlink(f"usr/{link}", rootfs / link)
+        shutil.copytree(n.dir / "ascend" / "ascend-toolkit", rootfs / "usr/local/Ascend/ascend-toolkit", symlinks=True)
+        pkg = rootfs / f"usr/local/lib/python{pyver()}/dist-packages/torch"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text(f'__version__ = "{torch}"\n', encoding="utf-8")
+        meta = pkg.parent / f"torch-{torch}.dist-info"  # what importlib.metadata reads (sw.consistency)
+        meta.mkdir()
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {torch}\n", encoding="utf-8")
+        for name in ("passwd", "group"):
+            shutil.copy(f"/etc/{name}", rootfs / "etc" / name)
+        tar = rootfs.with_suffix(".tar")
+        with tarfile.open(tar, "w") as tf:
+            tf.add(rootfs, arcname=".")
+        self.exec(node, f"podman import -q {tar} {tag}")
+        self.images.append(tag)
+        return tag
+
+    def start(self, node: str, name: str, image: str, args: list[str]) -> None:
+        import shlex
+
+        self.containers.append((node, name))
+        self.exec(node, f"podman run -d --name {shlex.quote(name)} {' '.join(map(shlex.quote, args))} "
+                        f"{shlex.quote(image)} sleep infinity")
+
+    def exec(self, node: str, cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+        r = self.c.exec(node, cmd, timeout=120)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{node}: {cmd}: {r.stderr.strip()[-400:]}")
+        return r
+
+    def ps(self, node: str) -> list[str]:
+        """Every container podman knows (running or not), by name."""
+        out = self.exec(node, "podman ps -a --format '{{.Names}}'").stdout
+        return sorted(ln.strip() for ln in out.splitlines() if ln.strip())
+
+    def close(self) -> None:
+        node = self.c.nodes[0].name
+        for _, name in self.containers:
+            self.exec(node, f"podman rm -f -t 0 {name}", check=False)
+        for tag in self.images:
+            self.exec(node, f"podman rmi -f {tag}", check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+__all__ = ["JobImages", "available"]

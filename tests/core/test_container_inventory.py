@@ -1,0 +1,58 @@
+"""`container:` in the inventory (issue 13, items 3 and 6): one-line errors at load, and the one
+place a job-side probe becomes a runtime call. On real podman: tests/integration/test_container.py."""
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from preflight.container import Container, job_command
+from preflight.node import Node
+from preflight.runner import _spec
+from tests.core.test_inventory import error_of, inv_of
+from tests.core.test_privilege import info
+
+NODES = "\nnodes:\n  - {name: a, host: 10.0.0.1}\n"
+
+
+def test_container_with_name_or_image(tmp_path):
+    (n,) = inv_of(tmp_path, "defaults: {container: {runtime: podman, name: job}}" + NODES).nodes
+    assert n.container == Container("podman", name="job")
+    (n,) = inv_of(tmp_path, "defaults: {container: {image: 'reg/img:1', run_args: '--network host --device /dev/davinci0'}}"
+                  + NODES).nodes
+    assert n.container == Container("docker", image="reg/img:1", run_args=("--network", "host", "--device", "/dev/davinci0"))
+
+
+@pytest.mark.parametrize("value,words", [
+    ("{runtime: podman}", "give exactly one of name"),
+    ("{name: a, image: b}", "not both"),
+    ("{runtime: containerd, name: a}", "'containerd' is not one of docker, podman"),
+    ("{name: a, run_args: [--rm]}", "run_args apply to image"),
+    ("{image: '--privileged'}", "not starting with '-'"),
+    ("{name: a, user: x}", "unknown container key"),
+    ("job", "expected dict"),
+])
+def test_bad_container_is_one_line_naming_the_line(tmp_path, value, words):
+    msg = error_of(tmp_path, f"defaults: {{container: {value}}}" + NODES)
+    assert words in msg and ":1" in msg and "\n" not in msg
+
+
+def test_job_probe_becomes_one_quoted_runtime_call_that_needs_root():
+    node = Node("a", "h", become="sudo", container=Container("podman", name="my job"))
+    job = info()
+    job.where = "job"
+    spec = _spec("echo \"it's $HOME\"", node, job)
+    assert spec.job and spec.root and spec.timeout == node.probe_timeout + 15
+    argv = shlex.split(spec.cmd)
+    assert argv[:3] == ["podman", "exec", "my job"] and argv[-1] == "echo \"it's $HOME\""
+    host = info()
+    host.where = "host"
+    assert _spec("echo hi", node, host).cmd == "echo hi"  # host checks stay on the host
+    assert not _spec("echo hi", Node("a", "h"), job).job  # no container: the host
+
+
+def test_image_run_is_removed_and_never_pulls():
+    cmd = job_command(Container("docker", image="img:1", run_args=("-v", "/a b:/c")), "true", 30)
+    argv = shlex.split(cmd)
+    assert argv[:4] == ["docker", "run", "--rm", "--pull=never"] and "/a b:/c" in argv
+    assert argv[argv.index("img:1") + 1:] == ["timeout", "-k", "2", "30", "/bin/sh", "-c", "true"]
