@@ -204,6 +204,7 @@ def _write_data(node_dir: Path, state: dict[str, Any]) -> None:
     for name, f in wanted.items():
         put(data / name, data_bytes(name, f["size"], f["variant"]))
 
+    out = node_dir / "out"
     for rel, mode in DEVICE_MARKS.items():  # what the tools test before answering (sim.logins)
         if not (out / rel).exists():
             put(out / rel, b"", mode)
