@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from preflight import launchenv
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, q
+from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd, q
 from preflight.model import worst
 from preflight.net import ifname, iproute
 from preflight.net.iproute import Interface, Route
@@ -113,11 +113,11 @@ def _comm_of(picked: list[Interface], family: str, source: str) -> Comm:
 
 # ---- probes and parse -------------------------------------------------------------------------
 
-def probes(node, params) -> dict[str, str]:
-    return {**launchenv.probe(node), IP_PROBE: iproute.ADDR_CMD}
+def probes(node, params) -> dict[str, Probe]:
+    return {**launchenv.probe(node), IP_PROBE: cmd(iproute.ADDR_CMD)}
 
 
-def followup(outputs, node, params) -> dict[str, str]:
+def followup(outputs, node, params) -> dict[str, Probe]:
     """MASTER_ADDR is known only once the launch environment is read: resolve it and ask the route."""
     try:
         env = launchenv.parse(outputs.get(launchenv.PROBE_NAME))
@@ -127,10 +127,11 @@ def followup(outputs, node, params) -> dict[str, str]:
     return {MASTER_PROBE: master_probe(addr, _family(env))} if addr else {}
 
 
-def master_probe(addr: str, family: str = "inet") -> str:
+def master_probe(addr: str, family: str = "inet") -> Probe:
     db = "ahostsv6" if family == "inet6" or ":" in addr else "ahostsv4"
-    return (f"getent {db} {q(addr)}; echo {ROUTE_MARK} $?; "
-            f"LC_ALL=C ip route get \"$(getent {db} {q(addr)} | awk 'NR==1{{print $1}}')\" 2>&1")
+    return cmd("getent {db} {addr}; echo {mark} $?; "
+               "LC_ALL=C ip route get \"$(getent {db} {addr} | awk 'NR==1{{print $1}}')\" 2>&1",
+               db=db, addr=addr, mark=ROUTE_MARK)
 
 
 def _family(env: Mapping[str, str]) -> str:

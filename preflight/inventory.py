@@ -16,7 +16,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from . import nodeset
+from . import nodeset, redact
 from .node import Node
 
 
@@ -69,6 +69,15 @@ ANSIBLE_VARS = {"ansible_host": "host", "ansible_port": "port", "ansible_user": 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 HOST_RE = re.compile(r"^[A-Za-z0-9._:%\-]+$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Values with a grammar, refused at load when they do not fit it (probes quote every value anyway;
+# this catches the typo, and the value that could only be an attack, before any node is reached).
+# An interface name as Linux accepts it (dev_valid_name: 1-15 bytes, no '/', ':' or white space),
+# narrowed to the characters real names use; the *_SOCKET_IFNAME syntax around it is docs/ENV.md's.
+IFNAME_RE = re.compile(r"[A-Za-z0-9_.@+-]{1,15}")
+IFNAME_VARS = {"HCCL_SOCKET_IFNAME": r"\^?=?", "NCCL_SOCKET_IFNAME": r"\^?=?", "GLOO_SOCKET_IFNAME": ""}
+COMMAND_RE = re.compile(r"[A-Za-z0-9_.+][A-Za-z0-9_.+-]*")  # a bare command name, found on PATH
+PATH_FIELDS = ("ascend_home",)  # node keys that are absolute paths on the node
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -220,6 +229,30 @@ def _raise_traps_deep(ctx: _Ctx, m: Any) -> None:
             _raise_traps_deep(ctx, v)
 
 
+def _path_problem(value: str) -> str | None:
+    """Why `value` is not an absolute path, or None."""
+    if CONTROL_RE.search(value):
+        return f"{_shown(value)} holds a control character (a newline?); expected an absolute path"
+    if not value.startswith("/"):
+        return f"{_shown(value)} is not an absolute path; write it from /"
+    return None
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:77] + "...")
+
+
+def _ifname_problem(var: str, value: str) -> str | None:
+    """Why an *_SOCKET_IFNAME value does not fit its syntax (a comma list of interface names)."""
+    m = re.fullmatch(IFNAME_VARS[var] + r"(.*)", value.strip())
+    names = m.group(1).split(",") if m else []
+    bad = [n for n in names if not IFNAME_RE.fullmatch(n.strip())]
+    if not names or bad:
+        return (f"{_shown(value)} is not a list of interface names ({_shown(bad[0]) if bad else 'empty'}: "
+                f"names are 1-15 of A-Z a-z 0-9 _ . @ + -), e.g. eth0 or ^docker,lo")
+    return None
+
+
 def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
     if key in ("env", "paths", "checks"):
         _raise_traps_deep(ctx, value)
@@ -228,11 +261,16 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
             if not ENV_NAME_RE.match(k):
                 raise ctx.fail(value, k, "not a valid environment variable name")
             if isinstance(v, (dict, list)) or v is None:
-                raise ctx.fail(value, k, f"environment values are strings, got {v!r}")
+                raise ctx.fail(value, k, f"environment values are strings, got {redact.value(k, repr(v))}")
+            if k in IFNAME_VARS and isinstance(v, str) and (why := _ifname_problem(k, v)):
+                raise ctx.fail(value, k, why)
         return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in value.items()}
     if key == "env_files":
         if not all(isinstance(f, str) for f in value):
             raise ctx.fail(m, key, "expected a list of file paths (strings)")
+        for f in value:
+            if why := _path_problem(f):
+                raise ctx.fail(m, key, why)
         return tuple(value)
     if key == "paths":
         for k, v in value.items():
@@ -241,7 +279,15 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
             ok = isinstance(v, str) or (k == "data" and isinstance(v, list) and all(isinstance(p, str) for p in v))
             if not ok:
                 raise ctx.fail(value, k, "expected a path string" + (" or a list of them" if k == "data" else ""))
+            for p in [v] if isinstance(v, str) else v:
+                if why := _path_problem(p):
+                    raise ctx.fail(value, k, why)
         return dict(value)
+    if key in PATH_FIELDS and (why := _path_problem(value)):
+        raise ctx.fail(m, key, why)
+    if key == "python" and not (value.startswith("/") and not _path_problem(value)) and not COMMAND_RE.fullmatch(value):
+        raise ctx.fail(m, key, f"{_shown(value)} is neither an absolute interpreter path nor a bare command "
+                               "name (python3); arguments and shell text do not belong here")
     if key == "checks":
         for k, v in value.items():
             if not isinstance(v, dict):

@@ -50,13 +50,22 @@ class NodeRun:
     done: bool = False
 
 
-def _spec(probe: str | Probe, node: Node) -> tuple[str, float]:
-    if isinstance(probe, Probe):
-        return probe.cmd, probe.timeout or node.probe_timeout
-    return probe, node.probe_timeout
+def _spec(probe: Probe, node: Node) -> tuple[str, float]:
+    return probe.cmd, probe.timeout or node.probe_timeout
 
 
-def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, str | Probe]],
+def _only_probes(check_id: str, probes: Any) -> dict[str, Probe]:
+    """A check's probe mapping, refused unless every value is a `Probe` built through checkapi's
+    quoting (`cmd()`): a plain string may carry an unquoted inventory value, so it never runs."""
+    out = dict(probes or {})
+    for name, probe in out.items():
+        if not isinstance(probe, Probe):
+            raise TypeError(f"{check_id}: probe {name!r} is a {type(probe).__name__}, not a Probe; "
+                            "build it with checkapi.cmd(), which quotes every value")
+    return out
+
+
+def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, Probe]],
               cancel: threading.Event, recorder=None) -> dict[str, dict[str, CommandOutput]]:
     """{check: {name: cmd}} -> {check: {name: output}}, identical commands sent once."""
     by_cmd: dict[str, ProbeSpec] = {}
@@ -186,12 +195,12 @@ class Runner:
                 run.facts[c.id] = exc
 
     @staticmethod
-    def _ask(run: NodeRun, checks: list[CheckInfo], call) -> dict[str, dict[str, str | Probe]]:
+    def _ask(run: NodeRun, checks: list[CheckInfo], call) -> dict[str, dict[str, Probe]]:
         """Each check's probes; a check whose probe builder raises keeps the exception as its facts."""
-        wanted: dict[str, dict[str, str | Probe]] = {}
+        wanted: dict[str, dict[str, Probe]] = {}
         for c in checks:
             try:
-                wanted[c.id] = dict(call(c) or {})
+                wanted[c.id] = _only_probes(c.id, call(c))
             except Exception as exc:  # noqa: BLE001
                 run.facts[c.id] = exc
         return wanted
@@ -273,11 +282,12 @@ class Runner:
     def _plan_round(self, pending: list[CheckInfo], contexts, ok, errors, rounds) -> dict[str, dict]:
         """node -> check -> probes for one round. A check is asked again (with ctx.planned filled)
         while it returns probes and has rounds left (module PLAN_ROUNDS, default 1)."""
-        plans: dict[str, dict[str, dict[str, str | Probe]]] = {}
+        plans: dict[str, dict[str, dict[str, Probe]]] = {}
         for c in list(pending):
             rounds[c.id] -= 1
             try:
-                got = {n: p for n, p in (c.module.plan(contexts[c.id]) or {}).items() if n in ok and p}
+                got = {n: _only_probes(c.id, p) for n, p in (c.module.plan(contexts[c.id]) or {}).items()
+                       if n in ok and p}
             except Exception as exc:  # noqa: BLE001 - becomes the check's error result
                 errors[c.id], got = exc, {}
             if not got or rounds[c.id] <= 0:

@@ -356,6 +356,51 @@ def test_wrong_types_refused(tmp_path, entry, key):
     assert line_of(msg) == 4 and f"{key}: " in msg
 
 
+@pytest.mark.parametrize("entry, key, says", [
+    ('ascend_home: "opt/Ascend"', "ascend_home", "not an absolute path"),
+    ('ascend_home: "/opt/x\\n$(touch /tmp/p)"', "ascend_home", "control character"),
+    ("paths: {data: [/ok, relative/dir]}", "data", "not an absolute path"),
+    ("paths: {checkpoint: ckpt}", "checkpoint", "not an absolute path"),
+    ("env_files: [set_env.sh]", "env_files", "not an absolute path"),
+    ('python: "python3 -u"', "python", "neither an absolute interpreter path nor a bare command"),
+    ('python: "$(touch /tmp/p)"', "python", "neither an absolute interpreter path nor a bare command"),
+    ('python: "-python3"', "python", "neither an absolute interpreter path nor a bare command"),
+    ('env: {HCCL_SOCKET_IFNAME: "eth0;reboot"}', "HCCL_SOCKET_IFNAME", "not a list of interface names"),
+    ('env: {GLOO_SOCKET_IFNAME: "^eth0"}', "GLOO_SOCKET_IFNAME", "not a list of interface names"),
+    ('env: {NCCL_SOCKET_IFNAME: "a-name-longer-than-15"}', "NCCL_SOCKET_IFNAME", "not a list of interface names"),
+    ('env: {NCCL_SOCKET_IFNAME: "eth0 eth1"}', "NCCL_SOCKET_IFNAME", "not a list of interface names"),
+])
+def test_values_with_a_grammar_refused_at_load(tmp_path, entry, key, says):
+    """Paths, the interpreter and interface names have a grammar: a value outside it is refused
+    with file:line before any node is reached (probes quote every value regardless)."""
+    msg = error_of(tmp_path, f"""\
+        nodes:
+          - name: a
+            host: h
+            {entry}
+        """)
+    assert line_of(msg) == 4 and f"{key}: " in msg and says in msg, msg
+
+
+def test_values_inside_the_grammar_load(tmp_path):
+    inv = load(write(tmp_path, """\
+        nodes:
+          - name: a
+            host: h
+            ascend_home: /opt/my Ascend
+            python: /opt/conda envs/bin/python3.11
+            paths: {data: [/data/set 1], checkpoint: /ckpt}
+            env_files: [/etc/profile.d/ascend env.sh]
+            env: {HCCL_SOCKET_IFNAME: "^=docker0,lo", NCCL_SOCKET_IFNAME: "=enp1s0f0.100", GLOO_SOCKET_IFNAME: "eth0,ib0"}
+          - name: b
+            host: h2
+            python: python3
+        """))
+    a, b = inv.nodes
+    assert a.python == "/opt/conda envs/bin/python3.11" and b.python == "python3"
+    assert a.env["HCCL_SOCKET_IFNAME"] == "^=docker0,lo" and a.data_paths == ["/data/set 1"]
+
+
 def test_duplicate_names_name_both_lines(tmp_path):
     msg = error_of(tmp_path, """\
         nodes:
