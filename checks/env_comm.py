@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from preflight import launchenv
+from preflight import launchenv, redact
 from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd, q
 from preflight.model import worst
 from preflight.net import ifname, iproute
@@ -449,7 +449,7 @@ NVIDIA_RULES = (rule_prefix_ifname("NCCL_SOCKET_IFNAME"),)
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    shown = {k: v for k, v in launchenv.redacted(facts.env).items() if SHOWN.match(k)}
+    shown = {k: v for k, v in redact.redacted(facts.env).items() if SHOWN.match(k)}
     if facts.ip_error:
         return [Finding(Status.FAIL, f"interfaces unknown: {facts.ip_error}", {"launch_env": shown}, IP_REMEDY)]
     rules = RULES + (NVIDIA_RULES if getattr(node, "backend", "auto") in ("nvidia", "auto") else ())

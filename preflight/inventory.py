@@ -112,6 +112,13 @@ _TRAPS = (
      "YAML 1.1 reads {v!r} as an octal number"),
     ("tag:yaml.org,2002:float", lambda v: ":" in v or re.fullmatch(r"[-+]?\d+\.\d*[1-9]\d*0", v) is not None,
      "YAML 1.1 reads {v!r} as the number {n}"),
+    # PyYAML's YAML 1.1 int resolver also takes 0x.., 0b.. and digit groups with `_` (1_000)
+    ("tag:yaml.org,2002:int", lambda v: re.fullmatch(r"[-+]?0x[0-9a-fA-F_]+", v) is not None,
+     "YAML 1.1 reads {v!r} as the hexadecimal number {n}"),
+    ("tag:yaml.org,2002:int", lambda v: re.fullmatch(r"[-+]?0b[01_]+", v) is not None,
+     "YAML 1.1 reads {v!r} as the binary number {n}"),
+    ("tag:yaml.org,2002:int", lambda v: "_" in v, "YAML 1.1 drops the underscores of {v!r} and reads {n}"),
+    ("tag:yaml.org,2002:float", lambda v: "_" in v, "YAML 1.1 drops the underscores of {v!r} and reads {n}"),
 )
 
 
@@ -119,16 +126,16 @@ class _Trap(yaml.MarkedYAMLError):
     pass
 
 
-def _trap(node: yaml.ScalarNode) -> str | None:
-    """The coercion a plain scalar suffers under YAML 1.1, in words, or None."""
+def _trap(node: yaml.ScalarNode, secret: bool = False) -> str | None:
+    """The coercion a plain scalar suffers under YAML 1.1, in words, or None. The value of a
+    secret-named key is not repeated (preflight.redact)."""
     if node.style is not None:  # quoted: the user said what they meant
         return None
     for tag, hit, msg in _TRAPS:
         if node.tag == tag and hit(node.value):
-            n = yaml.safe_load(node.value)
-            return (msg.format(v=node.value, n=n) + f"; write the number you mean, or quote it if it is text: "
-                    f"\"{node.value}\"")
-    return None
+            v, n = (redact.REDACTED, redact.REDACTED) if secret else (node.value, yaml.safe_load(node.value))
+            return (msg.format(v=v, n=n) + "; write the number you mean, or quote it if it is text: "
+                    f"\"{v}\"").replace("'" + redact.REDACTED + "'", "the value")
 
 
 def _check_trap(node: yaml.ScalarNode, key: str = "") -> None:
@@ -145,11 +152,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
     for key_node, value_node in node.value:
         if isinstance(key_node, yaml.ScalarNode):
             _check_trap(key_node)
-        trap = _trap(value_node) if isinstance(value_node, yaml.ScalarNode) else None
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, (str, int, float, bool)) or key is None:
             raise _Trap(None, None, f"unsupported mapping key {key!r}", key_node.start_mark)
         key = str(key)
+        trap = _trap(value_node, redact.is_secret(key)) if isinstance(value_node, yaml.ScalarNode) else None
         if key in out:
             raise _Trap(None, None, f"duplicate key {key!r}", key_node.start_mark)
         out[key] = loader.construct_object(value_node, deep=True)
@@ -210,7 +217,7 @@ def _check_settings(ctx: _Ctx, m: _Map, where: str, allowed: set[str] | None = N
         types, _ = NODE_KEYS[key]
         if isinstance(value, bool) or not isinstance(value, types):
             raise ctx.fail(m, key, f"expected {' or '.join(t.__name__ for t in types)}, got "
-                                   f"{type(value).__name__} {value!r}")
+                                   f"{type(value).__name__} {redact.value(key, repr(value))}")
         if key in CHOICES and value not in CHOICES[key]:
             raise ctx.fail(m, key, f"{value!r} is not one of {', '.join(CHOICES[key])}")
         out[key] = _check_value(ctx, m, key, value)

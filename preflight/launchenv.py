@@ -10,7 +10,6 @@ import re
 
 from .checkapi import CommandOutput, ParseError, Probe, Shell, cmd, seq, sh
 from .node import Node
-from .redact import REDACTED, SECRET_NAME, redacted  # noqa: F401 - the names reports have used
 
 PROBE_NAME = "launch_env"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

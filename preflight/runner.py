@@ -7,6 +7,7 @@ whole run and what a node finished before it is kept.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from . import __version__
+from . import __version__, redact
 from .checkapi import ClusterContext, Finding, ParseError, Probe
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
@@ -78,7 +79,7 @@ def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, Probe]],
     specs = list(by_cmd.values())
     outputs = session.run(specs, cancel) if specs else {}
     if recorder is not None:
-        recorder.add(node.name, specs, outputs)
+        recorder.add(node.name, specs, outputs, node.env)
     return {check: {name: outputs[by_cmd[_spec(p, node)[0]].key] for name, p in probes.items()}
             for check, probes in wanted.items()}
 
@@ -352,6 +353,8 @@ class Runner:
         for c in self.reported:
             if self.every[c].scope == "cluster" and not any(x.check == c for x in self.cluster_results):
                 results.append(Result(c, None, Status.ERROR, f"not evaluated: {cut}"))
+        for env in {tuple(sorted(redact.secrets(n.env).items())) for n in self.inv.nodes} - {()}:
+            results = [_redacted(x, dict(env)) for x in results]
         return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
                       inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
                       cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
@@ -419,6 +422,12 @@ def _requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:
     for c in checks:
         visit(c)
     return out
+
+
+def _redacted(r: Result, env: dict[str, str]) -> Result:
+    """A result with the inventory's secrets (preflight.redact) taken out of every text it holds."""
+    return dataclasses.replace(r, summary=redact.deep(r.summary, env), details=redact.deep(r.details, env),
+                               remediation=redact.deep(r.remediation, env))
 
 
 def _result(check: str, node: str | None, f: Finding, duration: float) -> Result:
