@@ -299,12 +299,44 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
         for k, v in value.items():
             if not isinstance(v, dict):
                 raise ctx.fail(value, k, "check parameters must be a mapping")
+        _check_param_types(ctx, value)
         return {k: dict(v) for k, v in value.items()}
     if key in ("port", "devices") and not (0 < value < (65536 if key == "port" else 4097)):
         raise ctx.fail(m, key, f"{value} is out of range")
     if key == "host" and not HOST_RE.match(value.replace("[", "").replace("]", "").replace(",", "")):
         raise ctx.fail(m, key, f"{value!r} is not a host name or address")
     return value
+
+
+# A parameter's type is its default's (DEFAULTS of the check): an int default takes an integer, a
+# float default any number, a None default anything. Unknown ids and keys are refused by
+# registry.check_parameters (with a suggestion); this catches `min_free_gib: "lots"` at load.
+_PARAM_TYPES: dict[type, tuple[tuple[type, ...], str]] = {
+    bool: ((bool,), "true or false"),
+    int: ((int,), "an integer"),
+    float: ((int, float), "a number"),
+    str: ((str,), "a string"),
+    list: ((list,), "a list"),
+    dict: ((dict,), "a mapping"),
+}
+
+
+def _check_param_types(ctx: _Ctx, checks: Any) -> None:
+    from .registry import discover  # the checks' DEFAULTS; imported here: loading needs no check otherwise
+
+    every = discover()
+    for cid, params in checks.items():
+        info = every.get(cid)
+        if info is None or not isinstance(params, dict):
+            continue
+        for key, v in params.items():
+            if key not in info.defaults or type(info.defaults[key]) not in _PARAM_TYPES:
+                continue
+            default = info.defaults[key]
+            types, words = _PARAM_TYPES[type(default)]
+            if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
+                raise ctx.fail(params, key, f"{cid} expects {words} (its default is {default!r}), got "
+                                            f"{type(v).__name__} {redact.value(key, repr(v))}")
 
 
 def _closest(key: str, candidates: list[str]) -> str | None:
@@ -365,6 +397,7 @@ def _check_top(ctx: _Ctx, doc: _Map, top: dict[str, Any]) -> None:
         raise ctx.fail(doc, "cluster", "expected a string")
     if not isinstance(top["checks"], dict) or not all(isinstance(v, dict) for v in top["checks"].values()):
         raise ctx.fail(doc, "checks", "expected a mapping of check id to a mapping of parameters")
+    _check_param_types(ctx, top["checks"])
     job = top["job"]
     if job is not None:
         if not isinstance(job, _Map):
@@ -393,8 +426,25 @@ def _check_job_value(ctx: _Ctx, job: _Map, k: str, v: Any) -> None:
                 raise ctx.fail(v, name, f"expected a number or a string, got {val!r}")
 
 
+@dataclass
+class _Group:
+    """One Ansible group, merged over every place it is defined."""
+
+    name: str
+    depth: int
+    priority: int = 1
+    settings: dict[str, Any] = field(default_factory=dict)
+    parents: set[str] = field(default_factory=set)
+
+
 def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]], dict[str, Any]]:
-    entries: list[tuple[str, dict[str, Any], int]] = []
+    """Ansible's YAML inventory. A host may sit in several groups: its settings are merged the way
+    Ansible merges variables (docs.ansible.com, "Inventory: How variables are merged"; code:
+    ansible/inventory/helpers.py sort_groups, ansible/ansible PR #22580): `all` first, a parent
+    group before its children, groups at the same depth by `ansible_group_priority` (default 1,
+    higher wins) and then alphabetically (the later name wins); the host's own vars last."""
+    groups: dict[str, _Group] = {}
+    hosts_at: dict[str, list[tuple[str, dict[str, Any], _Map]]] = {}  # pattern -> (group, host vars, where)
     seen_groups: set[int] = set()
 
     def settings_of(vars_: Any, where: str) -> dict[str, Any]:
@@ -408,7 +458,20 @@ def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]
         mapped.traps = {ANSIBLE_VARS.get(k, k): t for k, t in vars_.traps.items()}
         return _check_settings(ctx, mapped, where)
 
-    def walk(group: Any, name: str, inherited: dict[str, Any]) -> None:
+    def priority_of(vars_: Any, name: str) -> int | None:
+        if not isinstance(vars_, _Map) or "ansible_group_priority" not in vars_:
+            return None
+        _raise_trap(ctx, vars_, "ansible_group_priority")
+        value = vars_["ansible_group_priority"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ctx.fail(vars_, "ansible_group_priority", f"group {name}: expected an integer, got {value!r}")
+        return value
+
+    def walk(group: Any, name: str, depth: int, parent: str | None) -> None:
+        g = groups.setdefault(name, _Group(name, depth))
+        g.depth = max(g.depth, depth)
+        if parent:
+            g.parents.add(parent)
         if group is None:
             return
         if not isinstance(group, _Map):
@@ -419,20 +482,38 @@ def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]
         for key in group:
             if key not in ("hosts", "children", "vars"):
                 raise ctx.fail(group, key, f"unknown key in Ansible group {name!r} (hosts, children, vars)")
-        here = _merge(inherited, settings_of(group.get("vars"), f"group {name} vars"))
+        g.settings = _merge(g.settings, settings_of(group.get("vars"), f"group {name} vars"))
+        g.priority = priority_of(group.get("vars"), name) or g.priority
         hosts = group.get("hosts") or {}
         if not isinstance(hosts, dict):
             raise ctx.fail(group, "hosts", "hosts must be a mapping of host name to vars")
         for host_name, host_vars in hosts.items():
-            s = _merge(here, settings_of(host_vars, f"host {host_name}"))
-            entries.extend(_expand(ctx, hosts, host_name, s, key=host_name))
+            hosts_at.setdefault(host_name, []).append((name, settings_of(host_vars, f"host {host_name}"), hosts))
         children = group.get("children") or {}
         if not isinstance(children, dict):
             raise ctx.fail(group, "children", "children must be a mapping of group names")
         for child, sub in children.items():
-            walk(sub, child, here)
+            walk(sub, child, depth + 1, name)
 
-    walk(doc["all"], "all", {})
+    def ancestry(name: str, out: set[str]) -> set[str]:
+        if name not in out:
+            out.add(name)
+            for p in groups[name].parents:
+                ancestry(p, out)
+        return out
+
+    walk(doc["all"], "all", 0, None)
+    entries: list[tuple[str, dict[str, Any], int]] = []
+    for pattern, places in hosts_at.items():
+        member_of: set[str] = set()
+        for group_name, _, _ in places:
+            ancestry(group_name, member_of)
+        settings: dict[str, Any] = {}
+        for g in sorted((groups[n] for n in member_of), key=lambda g: (g.depth, g.priority, g.name)):
+            settings = _merge(settings, g.settings)
+        for _, host_settings, _ in places:
+            settings = _merge(settings, host_settings)
+        entries.extend(_expand(ctx, places[0][2], pattern, settings, key=pattern))
     return entries, {"cluster": None, "checks": {}, "job": None}
 
 
@@ -456,6 +537,11 @@ def _expand(ctx: _Ctx, m: _Map, pattern: str, settings: dict[str, Any], key: str
 
 # ---------------------------------------------------------------- ~/.ssh/config and nodes
 
+# ssh_config StrictHostKeyChecking -> host_key_policy. `ask` would prompt: a batch run cannot, so it
+# is strict (ssh in BatchMode does the same); `off` is OpenSSH's synonym of `no`.
+STRICT_HOST_KEY_CHECKING = {"yes": "strict", "ask": "strict", "accept-new": "accept-new", "no": "off", "off": "off"}
+
+
 def _ssh_config(path: str | None) -> paramiko.SSHConfig | None:
     p = Path(os.path.expanduser(path or "~/.ssh/config"))
     if not p.is_file():
@@ -478,11 +564,18 @@ def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig |
             kw["port"] = int(found["port"])
         if "identity_file" not in kw and found.get("identityfile"):
             kw["identity_file"] = found["identityfile"][0]
-        if "proxy_jump" not in kw and found.get("proxyjump"):
-            kw["proxy_jump"] = found["proxyjump"]
+        jump = found.get("proxyjump")
+        if "proxy_jump" not in kw and jump and jump.lower() != "none":  # `ProxyJump none`: no jump
+            kw["proxy_jump"] = jump
         if "known_hosts" not in kw and found.get("userknownhostsfile"):
             kw["known_hosts"] = found["userknownhostsfile"].split()[0]
-        if found.get("proxycommand") and "proxy_jump" not in kw:
+        policy = STRICT_HOST_KEY_CHECKING.get(str(found.get("stricthostkeychecking", "")).lower())
+        if "host_key_policy" not in kw and policy:
+            kw["host_key_policy"] = policy
+        if str(found.get("identitiesonly", "")).lower() == "yes":
+            kw["identities_only"] = True
+        command = found.get("proxycommand")
+        if command and str(command).lower() != "none" and "proxy_jump" not in kw:
             raise InventoryError(f"~/.ssh/config: ProxyCommand for {host} is not supported; "
                                  f"use ProxyJump or set proxy_jump in the inventory")
         host = found.get("hostname", host)

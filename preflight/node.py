@@ -19,6 +19,7 @@ class Node:
     auth_timeout: float = 10.0
     probe_timeout: float = 60.0
     proxy_jump: str | None = None
+    identities_only: bool = False  # ssh_config IdentitiesOnly yes: offer no agent key but the identity's own
     backend: str = "auto"  # ascend | nvidia | auto
     devices: int = 8  # logical devices (chips) expected; 16 on an A3 node
     ascend_home: str = "/usr/local/Ascend"

@@ -294,6 +294,49 @@ def test_ansible_vars_preflight_ignores_are_not_refused(tmp_path):
     assert [n.name for n in inv.nodes] == ["a", "b"]
 
 
+def test_ansible_host_in_two_groups_is_merged_by_ansible_precedence(tmp_path):
+    """Ansible's order: all < parent < child; siblings by ansible_group_priority, then name (the
+    later wins); the host's own vars over every group; a host listed twice is one node."""
+    inv = inv_of(tmp_path, """\
+        all:
+          vars: {ansible_user: base, ascend_home: /opt/all, probe_timeout: 10}
+          children:
+            train:
+              vars: {ansible_port: 2201, ascend_home: /opt/train, python: /opt/train/python3}
+              children:
+                a3:
+                  vars: {ascend_home: /opt/a3}
+                  hosts:
+                    n1: {ansible_host: 10.0.0.1}
+            beta:
+              vars: {ansible_port: 2202, ansible_user: beta, devices: 16}
+              hosts:
+                n1: {ansible_user: own}
+                n2: {ansible_host: 10.0.0.2}
+            zeta:
+              vars: {ansible_port: 2203}
+              hosts:
+                n2:
+            early:
+              vars: {ansible_group_priority: 10, ansible_port: 2210}
+              hosts:
+                n3: {ansible_host: 10.0.0.3}
+            late:
+              vars: {ansible_port: 2299}
+              hosts:
+                n3:
+        """)
+    nodes = {n.name: n for n in inv.nodes}
+    assert sorted(nodes) == ["n1", "n2", "n3"]
+    n1 = nodes["n1"]
+    assert n1.host == "10.0.0.1" and n1.ascend_home == "/opt/a3"          # child a3 over its parent train
+    assert n1.user == "own" and n1.devices == 16 and n1.probe_timeout == 10  # host vars; beta's; all's
+    assert n1.port == 2201, "train (depth 1) and beta (depth 1): 'train' sorts later, so it wins"
+    assert n1.python == "/opt/train/python3"
+    assert nodes["n2"].port == 2203, "siblings beta and zeta: the later name wins"
+    assert nodes["n3"].port == 2210, "ansible_group_priority 10 beats the name order"
+
+
 def test_ansible_unknown_group_key_refused(tmp_path):
     msg = error_of(tmp_path, """\
         all:
@@ -401,6 +444,42 @@ def test_values_inside_the_grammar_load(tmp_path):
     assert a.env["HCCL_SOCKET_IFNAME"] == "^=docker0,lo" and a.data_paths == ["/data/set 1"]
 
 
+@pytest.mark.parametrize("where", ["top", "node", "defaults"])
+@pytest.mark.parametrize("param, value, says", [
+    ("storage.disk: {min_free_gib", '"lots"}', "storage.disk expects an integer (its default is 50), got str 'lots'"),
+    ("storage.disk: {write_test", "maybe}", "expects true or false"),
+    ("net.ping_mesh: {interval", "fast}", "expects a number"),
+    ("net.ping_mesh: {count", "2.5}", "expects an integer"),
+    ("net.ports: {extra_ports", "8080}", "expects a list"),
+])
+def test_check_parameter_types_refused_at_load(tmp_path, where, param, value, says):
+    """The type a parameter takes is its default's (DEFAULTS): a wrong one is exit 2 with
+    file:line naming the key, not an internal error in the middle of a run."""
+    entry = f"checks: {{{param}: {value}}}"
+    top, node, defaults = (entry, "", "") if where == "top" else ("", entry, "") if where == "node" else ("", "", entry)
+    text = (f"{top}\n" if top else "") + (f"defaults:\n  {defaults}\n" if defaults else "") + \
+        f"nodes:\n  - name: a\n    host: h\n" + (f"    {node}\n" if node else "")
+    p = tmp_path / "inv.yaml"
+    p.write_text(text)
+    with pytest.raises(InventoryError) as exc:
+        load(p, ssh_config=str(tmp_path / "none"))
+    msg = str(exc.value)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "checks:" in ln)
+    key = param.split("{")[1]
+    assert msg.startswith(f"{p}:{line}: {key}: ") and says in msg, msg
+
+
+def test_check_parameter_types_that_fit_load(tmp_path):
+    inv = load(write(tmp_path, """\
+        checks:
+          storage.disk: {min_free_gib: 100, write_test: false}
+          net.ping_mesh: {interval: 1, count: 5}
+          smoke.allreduce: {port: 29500, nodes: [a]}
+        nodes: [{name: a, host: h}]
+        """), ssh_config=str(tmp_path / "none"))
+    assert inv.checks["net.ping_mesh"]["interval"] == 1
+
+
 def test_duplicate_names_name_both_lines(tmp_path):
     msg = error_of(tmp_path, """\
         nodes:
@@ -447,6 +526,12 @@ def test_limit_bad_syntax(tmp_path):
     ("env: {HCCL_SOCKET_IFNAME: no}", "HCCL_SOCKET_IFNAME", "no"),
     ("env: {GLOO_SOCKET_IFNAME: off}", "GLOO_SOCKET_IFNAME", "off"),
     ("devices: 010", "devices", "010"),
+    ("devices: 0x1A", "devices", "hexadecimal"),
+    ("port: 0b101", "port", "binary"),
+    ("probe_timeout: 1_000", "probe_timeout", "underscores"),
+    ("connect_timeout: 1_0.5", "connect_timeout", "underscores"),
+    ("env: {HCCL_BUFFSIZE: 0x1A}", "HCCL_BUFFSIZE", "0x1A"),
+    ("checks: {storage.disk: {min_free_gib: 1_000}}", "min_free_gib", "1_000"),
 ])
 def test_yaml_11_traps_refused_asking_to_quote(tmp_path, entry, key, shown):
     msg = error_of(tmp_path, f"""\
@@ -464,9 +549,11 @@ def test_yaml_11_traps_quoted_pass(tmp_path):
           - name: a
             host: h
             devices: 10
-            env: {CANN_VERSION: "8.10", HCCL_SOCKET_IFNAME: "no", PORTS: "22:22", MASK: "010", "ON": "yes"}
+            env: {CANN_VERSION: "8.10", HCCL_SOCKET_IFNAME: "no", PORTS: "22:22", MASK: "010", "ON": "yes",
+                  ID: "0x1A", BITS: "0b101", BIG: "1_000"}
         """).nodes[0]
-    assert n.env == {"CANN_VERSION": "8.10", "HCCL_SOCKET_IFNAME": "no", "PORTS": "22:22", "MASK": "010", "ON": "yes"}
+    assert n.env == {"CANN_VERSION": "8.10", "HCCL_SOCKET_IFNAME": "no", "PORTS": "22:22", "MASK": "010", "ON": "yes",
+                     "ID": "0x1A", "BITS": "0b101", "BIG": "1_000"}
     assert n.devices == 10
 
 
