@@ -712,16 +712,63 @@ def test_directory_instead_of_file(tmp_path):
     assert str(tmp_path) in str(exc.value) and "cannot read" in str(exc.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def _load_as(uid: int, gid: int, path: Path) -> str:
+    """load(path) in a forked child that has dropped to uid/gid (no new interpreter: the one
+    running the tests may live where that user cannot read). Returns "ok" or the error line."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop root for good, try, report, leave without cleanup handlers
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            try:
+                load(path, ssh_config="/nonexistent")
+                msg = "ok"
+            except InventoryError as exc:
+                msg = str(exc)
+            os.write(w, msg.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
 def test_unreadable_file(tmp_path):
-    p = write(tmp_path, "nodes: [{name: a, host: h}]\n")
-    p.chmod(0)
+    """As an unprivileged user (root reads any file): a 0000 inventory is a one-line error naming
+    it; the same file at 0644 loads, so the refusal is the file's mode and not the directory."""
+    import pwd
+    import tempfile
+
+    if os.geteuid() == 0:
+        who = pwd.getpwnam("nobody")
+        uid, gid = who.pw_uid, who.pw_gid
+        run = lambda path: _load_as(uid, gid, path)  # noqa: E731
+    else:
+        def run(path):
+            try:
+                load(path, ssh_config="/nonexistent")
+                return "ok"
+            except InventoryError as exc:
+                return str(exc)
+    folder = Path(tempfile.mkdtemp(prefix="pf-unreadable-"))  # not under root's 0700 pytest dir
     try:
-        with pytest.raises(InventoryError) as exc:
-            load(p)
-        assert "Permission denied" in str(exc.value)
+        folder.chmod(0o755)
+        p = folder / "inv.yaml"
+        p.write_text("nodes: [{name: a, host: h}]\n")
+        p.chmod(0o644)
+        assert run(p) == "ok"
+        p.chmod(0)
+        msg = run(p)
+        assert msg.startswith(f"{p}: cannot read inventory") and "Permission denied" in msg, msg
     finally:
-        p.chmod(0o600)
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
 
 
 def test_not_utf8(tmp_path):
