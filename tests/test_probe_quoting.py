@@ -42,7 +42,7 @@ TRAPS = {
 # tools whose argv the test reads; everything else a probe needs is the real tool
 STUBS = ("cat", "stat", "df", "find", "getent", "ip", "ss", "npu-smi", "ping", "python3", "uname", "date")
 REAL = ("sh", "bash", "env", "touch", "mktemp", "rm", "mkdir", "base64", "sed", "head", "tail", "sort", "awk",
-        "tr", "grep", "sleep", "dd", "kill", "md5sum", "sha256sum", "wc", "cut", "timeout")
+        "tr", "grep", "sleep", "dd", "kill", "md5sum", "sha256sum", "wc", "cut", "timeout", "dirname")
 STUB = """#!/bin/sh
 # log argv (count, $0, args; NUL-separated), then print the args one per line
 printf '%s\\0' "$#" "$0" "$@" >>"$PF_ARGV_LOG"
@@ -79,6 +79,10 @@ def hostile(tmp: Path, trap: str) -> Hostile:
         "python": f"{scratch}/py-{t}/python3",
         "env_file": f"{scratch}/envfile-{t}/env.sh",
         "user": f"-user{t}",
+        "job_load": f"{scratch}/load-{t}",
+        "job_save": f"{scratch}/save-{t}",
+        "megatron": f"{scratch}/megatron-{t}",
+        "entry": f"{scratch}/entry-{t}/pretrain_gpt.py",
         "param": f"-param{t}",
         **{f"env:{k}": f"-{k.lower()}{t}" for k in ENV_KEYS},
     }
@@ -139,7 +143,9 @@ def _cluster_ctx(info, h: Hostile) -> ClusterContext:
             "storage.consistency": storage_consistency.Facts((storage_consistency.PathManifest(
                 h.values["data"], "ok", f"fs{i}", (storage_consistency.FileStat(rel, 4, i, "1.0", "1.0"),)),)),
         }
-    return ClusterContext(nodes=nodes, facts=facts, params=_params(info, h))
+    job = {"load": h.values["job_load"], "save": h.values["job_save"], "megatron_path": h.values["megatron"],
+           "entry": h.values["entry"]}
+    return ClusterContext(nodes=nodes, facts=facts, params=_params(info, h), job=job)
 
 
 def build_all(h: Hostile) -> dict[str, Probe]:
@@ -181,13 +187,14 @@ def test_hostile_values_arrive_as_one_literal_word(tmp_path: Path, trap: str):
     built = build_all(h)
     labels = {lbl.split("/")[0] for lbl in built}
     assert {"cann.env", "env.comm", "storage.data", "storage.disk", "sw.consistency", "hccn.link",
-            "net.ping_mesh", "smoke.allreduce", "storage.consistency", "hccn.ping_mesh"} <= labels, labels
+            "net.ping_mesh", "smoke.allreduce", "storage.consistency", "hccn.ping_mesh", "ckpt.resume",
+            "sw.stack"} <= labels, labels
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     env = {"PATH": str(h.bin), "HOME": str(tmp_path), "TMPDIR": str(tmp_path), "PF_ARGV_LOG": str(h.log)}
     launch = {}
     for label, probe in sorted(built.items()):
-        done = subprocess.run(["sh", "-c", probe.cmd], cwd=cwd, env=env, capture_output=True, timeout=60)
+        done = subprocess.run(["sh", "-c", probe.cmd], cwd=cwd, env=env, capture_output=True, timeout=120)
         assert not h.marker.exists(), f"{label}: a hostile value ran as shell code:\n{probe.cmd[:3000]}"
         if label.endswith("/" + launchenv.PROBE_NAME):
             launch[label] = launchenv.parse(CommandOutput(stdout=done.stdout.decode(), rc=done.returncode))
@@ -207,6 +214,7 @@ def test_hostile_values_arrive_as_one_literal_word(tmp_path: Path, trap: str):
     assert str(Path(h.values["ascend_home"]) / "driver" / "version.info") in words
     assert h.values["data"] in words and h.values["checkpoint"] in words
     assert h.values["env:MASTER_ADDR"].strip() in words, "MASTER_ADDR never reached getent as one word"
+    assert {h.values["megatron"], h.values["entry"]} <= set(words), "sw.stack's job paths lost"
     cfgs = [json.loads(w) for r in records if r[0] == h.values["python"] for w in r[1:] if w.startswith("{")]
     assert any(c.get("backend") == h.values["param"] for c in cfgs), "smoke.allreduce backend parameter lost"
     assert launch, "no launch-environment probe ran"
