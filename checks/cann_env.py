@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight import launchenv
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, passed, q, require_ok
+from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, require_ok, sh
 from preflight.ascend import versions
 
 ID = "cann.env"
@@ -50,31 +50,32 @@ def _home(node) -> str:
     return node.ascend_home.rstrip("/")
 
 
-def set_env_script(node) -> str:
-    """Bash text for the clean shell: find set_env.sh, source it, report the variables, whether
+def set_env_script(node) -> Shell:
+    """Shell text for the clean shell: find set_env.sh, source it, report the variables, whether
     their directories exist, and the toolkit install.info. Output lines (one shape, framed):
     `@@set_env <path>` + `@@rc <n>` or `@@set_env_missing`; `@@var NAME=value`; `@@dir NAME`
     when that directory exists; `@@info <path>`, the file, `@@end`."""
     home = _home(node)
-    cands = " ".join(q(f"{home}/{c}") for c in SET_ENV_CANDIDATES)
-    return (
-        f"found=; for f in {cands}; do if [ -f \"$f\" ]; then found=$f; echo \"@@set_env $f\"; "
-        f". \"$f\" >/dev/null 2>&1; echo \"@@rc $?\"; break; fi; done; "
-        f"[ -n \"$found\" ] || echo @@set_env_missing; "
-        f"for v in {' '.join(TOOLKIT_VARS)} LD_LIBRARY_PATH; do eval \"x=\\${{$v-}}\"; "
-        f"printf '@@var %s=%s\\n' \"$v\" \"$x\"; if [ -n \"$x\" ] && [ -d \"$x\" ]; then echo \"@@dir $v\"; fi; done; "
-        f"for f in \"${{ASCEND_TOOLKIT_HOME:-{home}/ascend-toolkit/latest}}\"/*-linux/ascend_toolkit_install.info; do "
-        f"if [ -f \"$f\" ]; then echo \"@@info $f\"; cat \"$f\"; echo; echo @@end; break; fi; done"
-    )
+    # ascend_home goes in once, as the quoted word of `h=`; the script uses "$h" from there on
+    # (inside "${ASCEND_TOOLKIT_HOME:-...}" a quoted word would be literal: that was an injection)
+    return sh(
+        "h={home}; found=; for f in {cands}; do if [ -f \"$f\" ]; then found=$f; echo \"@@set_env $f\"; "
+        ". \"$f\" >/dev/null 2>&1; echo \"@@rc $?\"; break; fi; done; "
+        "[ -n \"$found\" ] || echo @@set_env_missing; "
+        "for v in {names} LD_LIBRARY_PATH; do eval \"x=\\${{$v-}}\"; "
+        "printf '@@var %s=%s\\n' \"$v\" \"$x\"; if [ -n \"$x\" ] && [ -d \"$x\" ]; then echo \"@@dir $v\"; fi; done; "
+        "for f in \"${{ASCEND_TOOLKIT_HOME:-$h/ascend-toolkit/latest}}\"/*-linux/ascend_toolkit_install.info; do "
+        "if [ -f \"$f\" ]; then echo \"@@info $f\"; cat \"$f\"; echo; echo @@end; break; fi; done",
+        home=home, cands=[f"{home}/{c}" for c in SET_ENV_CANDIDATES], names=list(TOOLKIT_VARS))
 
 
-def probes(node, params) -> dict[str, str]:
+def probes(node, params) -> dict[str, Probe]:
     home = _home(node)
-    clean = f"env -i HOME=\"$HOME\" PATH={CLEAN_PATH} bash --noprofile --norc -c {q(set_env_script(node))}"
     return {
-        "set_env": clean,
-        "driver_info": f"cat {q(home + '/driver/version.info')}",
-        "firmware_info": f"cat {q(home + '/firmware/version.info')}",
+        "set_env": cmd("env -i HOME=\"$HOME\" PATH={path} bash --noprofile --norc -c {script}",
+                       path=CLEAN_PATH, script=set_env_script(node)),
+        "driver_info": cmd("cat {f}", f=home + "/driver/version.info"),
+        "firmware_info": cmd("cat {f}", f=home + "/firmware/version.info"),
         **launchenv.probe(node),
     }
 

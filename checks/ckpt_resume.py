@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Mapping
 
-from preflight.checkapi import ClusterContext, Finding, Probe, Status, passed, skipped
+from preflight.checkapi import ClusterContext, Finding, Probe, Status, cmd, passed, skipped
 from preflight.job import ckpt
 from preflight.model import worst
 from preflight.net.blame import consensus
@@ -86,15 +86,15 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     if not load:
         return {}
     if not any(STATE in p for p in ctx.planned.values()):
-        cmd = ckpt.state_command(load, (ctx.job or {}).get("save"))
-        return {n: {STATE: Probe(cmd, 30)} for n in ctx.nodes}
+        text = ckpt.state_command(load, (ctx.job or {}).get("save"))
+        return {n: {STATE: cmd(text, timeout=30)} for n in ctx.nodes}
     states, _ = _states(ctx)
     wanted = {}
     majority = _agreement(states).majority
     for members in groups(states).values():
         it = _iteration_of(states[members[0]], majority)
         if it:
-            wanted[members[0]] = {LISTING: Probe(ckpt.listing_command(load, it, ctx.params.get("max_entries", 100000)), 60)}
+            wanted[members[0]] = {LISTING: cmd(ckpt.listing_command(load, it, ctx.params.get("max_entries", 100000)), timeout=60)}
     return wanted
 
 

@@ -36,8 +36,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from preflight import launchenv
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, q
+from preflight import launchenv, redact
+from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd, q
 from preflight.model import worst
 from preflight.net import ifname, iproute
 from preflight.net.iproute import Interface, Route
@@ -120,12 +120,12 @@ def _comm_of(picked: list[Interface], family: str, source: str) -> Comm:
 
 # ---- probes and parse -------------------------------------------------------------------------
 
-def probes(node, params) -> dict[str, str]:
-    extra = {nv.IB_PROBE: nv.IB_PORTS} if getattr(node, "backend", "auto") == "nvidia" else {}
-    return {**launchenv.probe(node), IP_PROBE: iproute.ADDR_CMD, **extra}
+def probes(node, params) -> dict[str, Probe]:
+    extra = {nv.IB_PROBE: cmd(nv.IB_PORTS)} if getattr(node, "backend", "auto") == "nvidia" else {}
+    return {**launchenv.probe(node), IP_PROBE: cmd(iproute.ADDR_CMD), **extra}
 
 
-def followup(outputs, node, params) -> dict[str, str]:
+def followup(outputs, node, params) -> dict[str, Probe]:
     """MASTER_ADDR is known only once the launch environment is read: resolve it and ask the route."""
     try:
         env = launchenv.parse(outputs.get(launchenv.PROBE_NAME))
@@ -135,10 +135,11 @@ def followup(outputs, node, params) -> dict[str, str]:
     return {MASTER_PROBE: master_probe(addr, _family(env))} if addr else {}
 
 
-def master_probe(addr: str, family: str = "inet") -> str:
+def master_probe(addr: str, family: str = "inet") -> Probe:
     db = "ahostsv6" if family == "inet6" or ":" in addr else "ahostsv4"
-    return (f"getent {db} {q(addr)}; echo {ROUTE_MARK} $?; "
-            f"LC_ALL=C ip route get \"$(getent {db} {q(addr)} | awk 'NR==1{{print $1}}')\" 2>&1")
+    return cmd("getent {db} {addr}; echo {mark} $?; "
+               "LC_ALL=C ip route get \"$(getent {db} {addr} | awk 'NR==1{{print $1}}')\" 2>&1",
+               db=db, addr=addr, mark=ROUTE_MARK)
 
 
 def _family(env: Mapping[str, str]) -> str:
@@ -547,7 +548,7 @@ NVIDIA_RULES = (rule_prefix_ifname("NCCL_SOCKET_IFNAME"), rule_nccl_ib_hca, rule
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    shown = {k: v for k, v in launchenv.redacted(facts.env).items() if SHOWN.match(k)}
+    shown = {k: v for k, v in redact.redacted(facts.env).items() if SHOWN.match(k)}
     if facts.ip_error:
         return [Finding(Status.FAIL, f"interfaces unknown: {facts.ip_error}", {"launch_env": shown}, IP_REMEDY)]
     rules = RULES + (NVIDIA_RULES if getattr(node, "backend", "auto") in ("nvidia", "auto") else ())

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, ParseError, Status
+from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, ParseError, Probe, Status, cmd
 from preflight.model import worst
 from preflight import backend as backends
 from preflight.net.blame import consensus
@@ -65,10 +65,10 @@ class Facts:
     hccn_note: str | None = None  # why there are no device facts (inference card, tool missing, NVIDIA)
 
 
-def probes(node, params) -> dict[str, str]:
-    p = {CLOCK_PROBE: "date +%s.%N"}
+def probes(node, params) -> dict[str, Probe]:
+    p = {CLOCK_PROBE: cmd("date +%s.%N")}
     if getattr(node, "backend", "auto") != "nvidia":
-        p[ascend.NPU_SMI_PROBE] = ascend.NPU_SMI_INFO
+        p[ascend.NPU_SMI_PROBE] = cmd(ascend.NPU_SMI_INFO)
     return p
 
 

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Status, first_line, passed, require_ok, tool_failure
+from preflight.checkapi import CommandOutput, Finding, Probe, Status, cmd, first_line, passed, require_ok, tool_failure
 from preflight.ascend import hccn
 
 ID = "hccn.ip"
@@ -57,8 +57,8 @@ class UnreadableConf(Exception):
     """/etc/hccn.conf exists and `cat` failed on it (a fault of the node, not unreadable output)."""
 
 
-def probes(node, params) -> dict[str, str]:
-    return {**common.probes(node, params), CONF_PROBE: ascend.HCCN_CONF_CAT}
+def probes(node, params) -> dict[str, Probe]:
+    return {**common.probes(node, params), CONF_PROBE: cmd(ascend.HCCN_CONF_CAT)}
 
 
 def followup(outputs, node, params):

@@ -28,7 +28,7 @@ from typing import Any
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Status, passed, q
+from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Shell, Status, cmd, passed, seq, sh
 from preflight.model import worst
 from preflight.net import ping
 from preflight.net.blame import blame_pairs
@@ -105,24 +105,26 @@ def pair_plan(ips: dict[Endpoint, str], cross_rail: bool, max_pairs: int) -> lis
     return out
 
 
-def script(tool: str, jobs: dict[int, list[tuple[str, int, str]]], pkt: int) -> str:
+def script(tool: str, jobs: dict[int, list[tuple[str, int, str]]], pkt: int) -> Shell:
     """sh running each local device's pings in sequence, devices in parallel; `hccn_tool is busy`
     retried once after 1 s. Prints `@@preflight-hping <dev> <peer node> <peer dev> <ip> rc=<rc>`
     then that call's output, for every call."""
-    lines = [f"H={q(tool)}; [ -x \"$H\" ] || {{ echo {q(ascend.MISSING_MARK + ' ' + tool)}; exit 127; }}",
-             "d=$(mktemp -d) || exit 70; trap 'rm -rf \"$d\"' EXIT",
-             f"p() {{ LC_ALL=C \"$H\" -i $2 -ping -g address \"$3\" pkt {int(pkt)} >\"$d/$1\" 2>&1; r=$?; "
-             f"if grep -q {q(BUSY)} \"$d/$1\"; then sleep 1; LC_ALL=C \"$H\" -i $2 -ping -g address \"$3\" pkt {int(pkt)} "
-             f">\"$d/$1\" 2>&1; r=$?; fi; echo $r >\"$d/$1.rc\"; }}"]
+    lines = [sh("H={tool}; [ -x \"$H\" ] || {{ echo {missing}; exit 127; }}",
+                tool=tool, missing=ascend.MISSING_MARK + " " + tool),
+             sh("d=$(mktemp -d) || exit 70; trap 'rm -rf \"$d\"' EXIT"),
+             sh("p() {{ LC_ALL=C \"$H\" -i $2 -ping -g address \"$3\" pkt {pkt} >\"$d/$1\" 2>&1; r=$?; "
+                "if grep -q {busy} \"$d/$1\"; then sleep 1; LC_ALL=C \"$H\" -i $2 -ping -g address \"$3\" pkt {pkt} "
+                ">\"$d/$1\" 2>&1; r=$?; fi; echo $r >\"$d/$1.rc\"; }}", pkt=int(pkt), busy=BUSY)]
     report, k = [], 0
     for dev, targets in sorted(jobs.items()):
         calls = []
         for peer, peer_dev, ip in targets:
             k += 1
-            calls.append(f"p {k} {int(dev)} {q(ip)}")
-            report.append(f"r=; read r <\"$d/{k}.rc\"; echo {q(f'{MARK} {dev} {peer} {peer_dev} {ip}')} rc=$r; cat \"$d/{k}\"")
-        lines.append("( " + "; ".join(calls) + " ) &")
-    return "\n".join(lines + ["wait"] + report) + "\n"
+            calls.append(sh("p {k} {dev} {ip}", k=k, dev=int(dev), ip=ip))
+            report.append(sh("r=; read r <\"$d/\"{k}.rc; echo {line} rc=$r; cat \"$d/\"{k}",
+                             k=k, line=f"{MARK} {dev} {peer} {peer_dev} {ip}"))
+        lines.append(sh("( {calls:raw} ) &", calls=seq(calls)))
+    return seq(lines + [sh("wait")] + report + [sh("")], "\n")
 
 
 def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
@@ -135,7 +137,7 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     for node, per_dev in jobs.items():
         longest = max(len(t) for t in per_dev.values())
         timeout = longest * (int(p["per_ping_s"]) * 2 + 1) + 30  # x2: the busy retry
-        out[node] = {PROBE: Probe(script(ctx.nodes[node].hccn_tool, per_dev, int(p["pkt"])), timeout=timeout)}
+        out[node] = {PROBE: cmd(script(ctx.nodes[node].hccn_tool, per_dev, int(p["pkt"])), timeout=timeout)}
     return out
 
 

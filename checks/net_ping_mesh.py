@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Status, passed
+from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Status, cmd, passed
 from preflight.model import worst
 from preflight.net import ping, pinger
 from preflight.net.blame import blame_pairs
@@ -87,7 +87,7 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     count, par, interval = int(p["count"]), int(p["parallel"]), float(p["interval"])
     per_ping = math.ceil(count * interval + 1) + 1
     loop_only = p.get("pinger") == "ping"
-    return {src: {PROBE: Probe(ping.mesh_script(t, count, par, interval) if loop_only else
+    return {src: {PROBE: cmd(ping.mesh_script(t, count, par, interval) if loop_only else
                                pinger.mesh_command(t, count, par, interval, getattr(ctx.nodes[src], "python", "python3"),
                                                    float(p.get("reply_wait_s", 2.0))),
                                timeout=math.ceil(len(t) / max(1, par)) * per_ping + 15)}

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status
+from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd
 from preflight.model import worst
 from preflight.net import sockets
 from preflight.net.sockets import Listener, PortSysctl
@@ -53,8 +53,8 @@ class Facts:
     sysctl: PortSysctl | None
 
 
-def probes(node, params) -> dict[str, str]:
-    return {**env_comm.probes(node, params), LISTEN_PROBE: sockets.LISTEN_CMD, SYSCTL_PROBE: sockets.SYSCTL_CMD}
+def probes(node, params) -> dict[str, Probe]:
+    return {**env_comm.probes(node, params), LISTEN_PROBE: cmd(sockets.LISTEN_CMD), SYSCTL_PROBE: cmd(sockets.SYSCTL_CMD)}
 
 
 def followup(outputs, node, params):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Status, first_line, passed, require_ok, tool_failure
+from preflight.checkapi import CommandOutput, Finding, Probe, cmd, Status, first_line, passed, require_ok, tool_failure
 from preflight.model import worst
 from preflight.ascend import npu_smi
 
@@ -67,11 +67,11 @@ class Facts:
         return self.table.driver_version if self.table else None
 
 
-def probes(node, params) -> dict[str, str]:
-    return {PROBE: ascend.NPU_SMI_INFO}
+def probes(node, params) -> dict[str, Probe]:
+    return {PROBE: cmd(ascend.NPU_SMI_INFO)}
 
 
-def followup(outputs, node, params) -> dict[str, str]:
+def followup(outputs, node, params) -> dict[str, Probe]:
     """`-t health` only for chips that are not OK (an all-OK node costs nothing more)."""
     table = ascend.table_or_none(ascend.stdout_if_ok(outputs.get(PROBE)))
     if table is None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Metric, Status, first_line, passed, require_ok, tool_failure
+from preflight.checkapi import CommandOutput, Finding, Probe, cmd, Metric, Status, first_line, passed, require_ok, tool_failure
 from preflight.ascend import npu_smi
 
 ID = "npu.idle"
@@ -49,8 +49,8 @@ class Facts:
     processes: tuple[npu_smi.Process, ...] = ()
 
 
-def probes(node, params) -> dict[str, str]:
-    return {PROBE: ascend.NPU_SMI_INFO}
+def probes(node, params) -> dict[str, Probe]:
+    return {PROBE: cmd(ascend.NPU_SMI_INFO)}
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight import launchenv
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, Status, passed, skipped
+from preflight.checkapi import ClusterContext, CommandOutput, Finding, Probe, Status, passed, skipped
 from preflight.model import worst
 from preflight.plan.layout import Layout, Model, RuleResult, check_layout, visible_devices
 
@@ -60,7 +60,7 @@ class Facts:
     visible_env: str | None
 
 
-def probes(node, params) -> dict[str, str]:
+def probes(node, params) -> dict[str, Probe]:
     return launchenv.probe(node)  # the same command env.* checks send: it runs once
 
 

@@ -58,7 +58,8 @@ from typing import Any, Mapping
 
 from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, Probe, Status, first_line, passed, q, skipped
+from preflight.checkapi import (ClusterContext, CommandOutput, Finding, Metric, Probe, Shell, Status, cmd, first_line, passed,
+                                seq, sh, skipped)
 from preflight.model import worst
 from preflight.smoke import worker_source
 
@@ -419,7 +420,7 @@ def probe_timeout(params: Mapping[str, Any]) -> float:
             + float(params.get("startup_s") or 30))
 
 
-def rank_command(node: Any, rank: int, world: int, addr: str, port: int, params: Mapping[str, Any]) -> str:
+def rank_command(node: Any, rank: int, world: int, addr: str, port: int, params: Mapping[str, Any]) -> Shell:
     """Shell text for one rank: write the worker into a private temp dir, run it inside the node's
     launch environment with the inventory's python, remove everything on any exit."""
     cfg = {"rank": rank, "world": world, "addr": addr, "port": int(port), "node": node.name,
@@ -428,20 +429,23 @@ def rank_command(node: Any, rank: int, world: int, addr: str, port: int, params:
            "timeout_s": float(params.get("rendezvous_timeout_s") or 60),
            "run_timeout_s": float(params.get("run_timeout_s") or 120), "device": int(params.get("device") or 0)}
     b64 = base64.b64encode(worker_source().encode()).decode()
-    run = f'exec {q(node.python)} "$PF_SMOKE_DIR"/{WORKER_NAME} {q(json.dumps(cfg, sort_keys=True))}'
-    return "\n".join([
-        "umask 077",
-        f'd=$(mktemp -d "${{TMPDIR:-/tmp}}/{TMP_PREFIX}XXXXXX") || {{ echo "preflight: mktemp failed" >&2; exit 97; }}',
-        "p=",
-        'cleanup() { [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; sleep 0.2; kill -KILL "$p" 2>/dev/null; }; rm -rf "$d"; }',
-        "trap cleanup EXIT",
-        "trap 'cleanup; exit 143' TERM INT HUP",
-        f'printf %s {b64} | base64 -d >"$d"/{WORKER_NAME} || {{ echo "preflight: base64 -d failed" >&2; exit 97; }}',
-        f'PF_SMOKE_DIR="$d" {launchenv.command(node, run)} </dev/null &',
-        "p=$!",
-        'wait "$p"; rc=$?; p=',
-        'exit "$rc"',
-    ])
+    run = sh('exec {py} "$PF_SMOKE_DIR"/{worker} {cfg}', py=node.python, worker=WORKER_NAME,
+             cfg=json.dumps(cfg, sort_keys=True))
+    return seq([
+        sh("umask 077"),
+        sh('d=$(mktemp -d "${{TMPDIR:-/tmp}}/"{prefix}XXXXXX) || {{ echo "preflight: mktemp failed" >&2; exit 97; }}',
+           prefix=TMP_PREFIX),
+        sh("p="),
+        sh('cleanup() {{ [ -n "$p" ] && {{ kill -TERM "$p" 2>/dev/null; sleep 0.2; kill -KILL "$p" 2>/dev/null; }}; rm -rf "$d"; }}'),
+        sh("trap cleanup EXIT"),
+        sh("trap 'cleanup; exit 143' TERM INT HUP"),
+        sh('printf %s {b64} | base64 -d >"$d"/{worker} || {{ echo "preflight: base64 -d failed" >&2; exit 97; }}',
+           b64=b64, worker=WORKER_NAME),
+        sh('PF_SMOKE_DIR="$d" {launch:raw} </dev/null &', launch=launchenv.command(node, run)),
+        sh("p=$!"),
+        sh('wait "$p"; rc=$?; p='),
+        sh('exit "$rc"'),
+    ], "\n")
 
 
 def probe_name(round_no: int, a: str, b: str, rank: int) -> str:
@@ -449,16 +453,16 @@ def probe_name(round_no: int, a: str, b: str, rank: int) -> str:
 
 
 def _pair_probes(ctx: ClusterContext, pairs: list[tuple[str, str]], round_no: int,
-                 taken: set[int]) -> dict[str, dict[str, str | Probe]]:
-    plan: dict[str, dict[str, str | Probe]] = {}
+                 taken: set[int]) -> dict[str, dict[str, Probe]]:
+    plan: dict[str, dict[str, Probe]] = {}
     timeout = probe_timeout(ctx.params)
     for a, b in pairs:
         addr, _ = comm_address(ctx, a)
         port = choose_port(ctx, a, taken)
         taken.add(port)
         for rank, node in ((0, a), (1, b)):
-            cmd = rank_command(ctx.nodes[node], rank, 2, addr, port, ctx.params)
-            plan.setdefault(node, {})[probe_name(round_no, a, b, rank)] = Probe(cmd, timeout)
+            text = rank_command(ctx.nodes[node], rank, 2, addr, port, ctx.params)
+            plan.setdefault(node, {})[probe_name(round_no, a, b, rank)] = cmd(text, timeout=timeout)
     return plan
 
 
@@ -471,7 +475,7 @@ def pairing(nodes: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def plan(ctx: ClusterContext) -> dict[str, dict[str, str | Probe]]:
+def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     """Round 1: the pair (or all pairs). Round 2 (only when the runner calls plan again with round 1
     in ctx.planned): each failing pair's ends re-paired with nodes of passing pairs."""
     nodes, problem = select_nodes(ctx)

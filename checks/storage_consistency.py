@@ -25,7 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, passed, q, require_ok
+from preflight.checkapi import (ClusterContext, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed,
+                                require_ok, sh)
 from preflight.model import worst
 from preflight.net.blame import consensus
 
@@ -46,7 +47,6 @@ DEFAULTS: dict[str, Any] = {
     "hash_timeout_s": 120,
 }
 MANIFEST, HASH = "manifest_", "hash_"
-END = "PREFLIGHT_MANIFEST_END"
 
 
 @dataclass(frozen=True)
@@ -79,21 +79,20 @@ class Facts:
 
 # ---------------------------------------------------------------- round 1: stat-only manifests
 
-def _manifest_cmd(path: str, params: Mapping[str, Any]) -> str:
+def _manifest_cmd(path: str, params: Mapping[str, Any]) -> Shell:
     depth, limit = int(params["max_depth"]), int(params["max_files"]) + 1
-    fmt = "'%s\\t%i\\t%T@\\t%C@\\t%P\\n'"
-    return "; ".join([
-        f"p={q(path)}", "printf 'path=%s\\n' \"$p\"", f"echo limit={limit}",
-        '[ -d "$p" ] || { echo state=missing; exit 0; }',
+    return sh("; ".join([
+        "p={path}", "printf 'path=%s\\n' \"$p\"", "echo limit={limit}",
+        '[ -d "$p" ] || {{ echo state=missing; exit 0; }}',
         "LC_ALL=C stat -f -c 'fsid=%i' -- \"$p\" || exit $?",
         # sorted by name so a truncated listing is the same prefix on every node
-        f"LC_ALL=C find \"$p\" -mindepth 1 -maxdepth {depth} -type f -printf {fmt} 2>/dev/null "
-        f"| LC_ALL=C sort -t \"$(printf '\\t')\" -k 5 | head -n {limit} | sed 's/^/f\\t/'",
-    ])
+        "LC_ALL=C find \"$p\" -mindepth 1 -maxdepth {depth} -type f -printf '%s\\t%i\\t%T@\\t%C@\\t%P\\n' 2>/dev/null "
+        "| LC_ALL=C sort -t \"$(printf '\\t')\" -k 5 | head -n {limit} | sed 's/^/f\\t/'",
+    ]), path=path, limit=limit, depth=depth)
 
 
 def probes(node, params) -> dict[str, Probe]:
-    return {f"{MANIFEST}{i}": Probe(_manifest_cmd(p, params), params.get("timeout_s"))
+    return {f"{MANIFEST}{i}": cmd(_manifest_cmd(p, params), timeout=params.get("timeout_s"))
             for i, p in enumerate(node.data_paths)}
 
 
@@ -135,18 +134,18 @@ def sample_blocks(size: int, params: Mapping[str, Any]) -> list[int] | None:
     return sorted({round(i * last / (n - 1)) for i in range(n)})
 
 
-def _hash_cmd(path: str, files: list[tuple[str, list[int] | None]], params: Mapping[str, Any]) -> str:
-    """One probe per data path: reads `blocks<TAB>relpath` lines from a here-document, prints
-    `relpath<TAB>digest`. The list is quoted by the here-document's quoted delimiter."""
+def _hash_cmd(path: str, files: list[tuple[str, list[int] | None]], params: Mapping[str, Any]) -> Shell:
+    """One probe per data path: reads `blocks<TAB>relpath` lines (each one quoted word of printf, so
+    a node's file name is data, never shell text), prints `relpath<TAB>digest`."""
     bs = int(params["sample_block_bytes"])
-    body = "\n".join(f"{'all' if b is None else ' '.join(map(str, b))}\t{rel}" for rel, b in files)
-    return (f"cd -- {q(path)} || exit 2; H=sha256sum; command -v sha256sum >/dev/null 2>&1 || H=md5sum; echo algo=$H; "
-            "T=$(printf '\\t'); while IFS=\"$T\" read -r b rel; do "
-            "if [ ! -r \"$rel\" ]; then printf 'h\\t%s\\tunreadable\\n' \"$rel\"; continue; fi; "
-            "if [ \"$b\" = all ]; then d=$($H < \"$rel\"); "
-            f"else d=$(for k in $b; do dd if=\"$rel\" bs={bs} skip=$k count=1 2>/dev/null; done | $H); fi; "
-            "printf 'h\\t%s\\t%s\\n' \"$rel\" \"${d%% *}\"; "
-            f"done <<'{END}'\n{body}\n{END}\n")
+    lines = [f"{'all' if b is None else ' '.join(map(str, b))}\t{rel}" for rel, b in files]
+    return sh("cd -- {path} || exit 2; H=sha256sum; command -v sha256sum >/dev/null 2>&1 || H=md5sum; echo algo=$H; "
+              "T=$(printf '\\t'); printf '%s\\n' {lines} | while IFS=\"$T\" read -r b rel; do "
+              "if [ ! -r \"$rel\" ]; then printf 'h\\t%s\\tunreadable\\n' \"$rel\"; continue; fi; "
+              "if [ \"$b\" = all ]; then d=$($H < \"$rel\"); "
+              "else d=$(for k in $b; do dd if=\"$rel\" bs={bs} skip=$k count=1 2>/dev/null; done | $H); fi; "
+              "printf 'h\\t%s\\t%s\\n' \"$rel\" \"${{d%% *}}\"; done",
+              path=path, lines=lines, bs=bs)
 
 
 def _groups(ctx: ClusterContext, index: int) -> dict[tuple, list[str]]:
@@ -194,7 +193,7 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
             m = _manifest(ctx, rep, i)
             files = [(f.rel, sample_blocks(f.size, p)) for f in m.files if f.rel in rels]
             if files:
-                out[rep][f"{HASH}{i}"] = Probe(_hash_cmd(m.path, files, p), p["hash_timeout_s"])
+                out[rep][f"{HASH}{i}"] = cmd(_hash_cmd(m.path, files, p), timeout=p["hash_timeout_s"])
     return dict(out)
 
 

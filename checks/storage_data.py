@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Mapping
 
-from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status, passed, q, require_ok
+from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, q, require_ok, sh
 
 ID = "storage.data"
 SCOPE = "node"
@@ -53,29 +53,30 @@ class Facts:
     paths: tuple[DataPath, ...]
 
 
-def _cmd(path: str, params: Mapping[str, Any]) -> str:
+def _cmd(path: str, params: Mapping[str, Any]) -> Shell:
     depth, limit, bad = int(params["max_depth"]), int(params["max_entries"]) + 1, int(params["max_unreadable"]) + 1
-    return "; ".join([
-        f"p={q(path)}", "printf 'path=%s\\n' \"$p\"", f"echo limit={limit}",
+    return sh("; ".join([
+        "p={path}", "printf 'path=%s\\n' \"$p\"", "echo limit={limit}",
         # a Megatron prefix: the path itself is absent, <path>.bin or <path>.idx exists
-        'if [ ! -e "$p" ] && { [ -e "$p.bin" ] || [ -e "$p.idx" ]; }; then echo kind=prefix; '
-        'for e in bin idx; do [ -e "$p.$e" ] && printf \'entry\\tf\\t%s.%s\\n\' "${p##*/}" "$e"; '
-        '[ -e "$p.$e" ] && [ ! -r "$p.$e" ] && printf \'unreadable\\tf\\t%s.%s\\n\' "${p##*/}" "$e"; done; exit 0; fi',
+        'if [ ! -e "$p" ] && {{ [ -e "$p.bin" ] || [ -e "$p.idx" ]; }}; then echo kind=prefix; '
+        'for e in bin idx; do [ -e "$p.$e" ] && printf \'entry\\tf\\t%s.%s\\n\' "${{p##*/}}" "$e"; '
+        '[ -e "$p.$e" ] && [ ! -r "$p.$e" ] && printf \'unreadable\\tf\\t%s.%s\\n\' "${{p##*/}}" "$e"; done; exit 0; fi',
         'if [ ! -e "$p" ]; then if [ -L "$p" ]; then echo state=broken_link; else echo state=missing; fi; exit 0; fi',
         '[ -d "$p" ] && echo kind=dir || echo kind=file',
         '[ -r "$p" ] && echo read=yes || echo read=no',
         '[ -x "$p" ] && echo exec=yes || echo exec=no',
         '[ -d "$p" ] || exit 0',
-        f"LC_ALL=C find \"$p\" -mindepth 1 -maxdepth {depth} \\( -type l -o -name '*.bin' -o -name '*.idx' \\) "
-        f"-printf 'entry\\t%Y\\t%P\\n' 2>/dev/null | head -n {limit}",
-        f"LC_ALL=C find \"$p\" -mindepth 1 -maxdepth {depth} ! -type l \\( ! -readable -o -type d ! -executable \\) "
-        f"-printf 'unreadable\\t%y\\t%P\\n' 2>/dev/null | head -n {bad}",
+        "LC_ALL=C find \"$p\" -mindepth 1 -maxdepth {depth} \\( -type l -o -name '*.bin' -o -name '*.idx' \\) "
+        "-printf 'entry\\t%Y\\t%P\\n' 2>/dev/null | head -n {limit}",
+        "LC_ALL=C find \"$p\" -mindepth 1 -maxdepth {depth} ! -type l \\( ! -readable -o -type d ! -executable \\) "
+        "-printf 'unreadable\\t%y\\t%P\\n' 2>/dev/null | head -n {bad}",
         "exit 0",
-    ])
+    ]), path=path, depth=depth, limit=limit, bad=bad)
 
 
 def probes(node, params) -> dict[str, Probe]:
-    return {f"{PROBE_PREFIX}{i}": Probe(_cmd(p, params), params.get("timeout_s")) for i, p in enumerate(node.data_paths)}
+    return {f"{PROBE_PREFIX}{i}": cmd(_cmd(p, params), timeout=params.get("timeout_s"))
+            for i, p in enumerate(node.data_paths)}
 
 
 def _parse_one(name: str, out: CommandOutput) -> DataPath:

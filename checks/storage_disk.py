@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Probe, Status, first_line, passed, q, require_ok
+from preflight.checkapi import (CommandOutput, Finding, Metric, ParseError, Probe, Shell, Status, cmd, first_line, passed, q,
+                                require_ok, sh)
 
 ID = "storage.disk"
 SCOPE = "node"
@@ -86,30 +87,29 @@ class Facts:
     read_only: bool = False
 
 
-def _space_cmd(path: str) -> str:
+def _space_cmd(path: str) -> Shell:
     # one probe per path: the path echoed (parse is pure and sees outputs only), statfs, df's row
-    p = q(path)
-    return (f"printf 'path=%s\\n' {p}; LC_ALL=C stat -f -c 'statfs=%S %b %a %c %d %T' -- {p} || exit $?; "
-            f"LC_ALL=C df -P -B1 -- {p} 2>/dev/null | tail -n +2 | sed 's/^/df=/'")
+    return sh("printf 'path=%s\\n' {p}; LC_ALL=C stat -f -c 'statfs=%S %b %a %c %d %T' -- {p} || exit $?; "
+              "LC_ALL=C df -P -B1 -- {p} 2>/dev/null | tail -n +2 | sed 's/^/df=/'", p=path)
 
 
-def _write_cmd(path: str) -> str:
+def _write_cmd(path: str) -> Shell:
     # The EXIT trap removes the probe file on every way out; TERM/INT/HUP (the remote timeout) exit through it.
-    tmpl = q(f"{path.rstrip('/') or '/'}/{PROBE_FILE}")
-    return (f"printf 'path=%s\\n' {q(path)}; f=$(LC_ALL=C mktemp -- {tmpl}) || exit 3; "
-            "trap 'rm -f -- \"$f\"' EXIT; trap 'exit 143' INT TERM HUP; "
-            "printf preflight > \"$f\" || exit 4; echo writable")
+    return sh("printf 'path=%s\\n' {p}; f=$(LC_ALL=C mktemp -- {tmpl}) || exit 3; "
+              "trap 'rm -f -- \"$f\"' EXIT; trap 'exit 143' INT TERM HUP; "
+              "printf preflight > \"$f\" || exit 4; echo writable",
+              p=path, tmpl=f"{path.rstrip('/') or '/'}/{PROBE_FILE}")
 
 
 def probes(node, params) -> dict[str, Probe]:
     t = params.get("timeout_s")
     out: dict[str, Probe] = {}
     if node.checkpoint_path:
-        out[f"{PROBE_PREFIX}checkpoint"] = Probe(_space_cmd(node.checkpoint_path), t)
+        out[f"{PROBE_PREFIX}checkpoint"] = cmd(_space_cmd(node.checkpoint_path), timeout=t)
         if params.get("write_test", True):
-            out[WRITE_PROBE] = Probe(_write_cmd(node.checkpoint_path), t)
+            out[WRITE_PROBE] = cmd(_write_cmd(node.checkpoint_path), timeout=t)
     for i, path in enumerate(node.data_paths):
-        out[f"{PROBE_PREFIX}data_{i}"] = Probe(_space_cmd(path), t)
+        out[f"{PROBE_PREFIX}data_{i}"] = cmd(_space_cmd(path), timeout=t)
     return out
 
 

@@ -30,7 +30,8 @@ import yaml
 
 import preflight
 from preflight import launchenv
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, ParseError, Status, first_line, passed, q, require_ok
+from preflight.checkapi import (ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line, passed,
+                                require_ok, sh)
 from preflight.model import worst
 from preflight import backend as backends
 from preflight.net.blame import consensus
@@ -91,8 +92,9 @@ class Facts:
     python_error: str | None = None
 
 
-def probes(node, params) -> dict[str, str]:
-    return {PY_PROBE: launchenv.command(node, f"{q(node.python)} -c {q(SCRIPT)}"), KERNEL_PROBE: "uname -r"}
+def probes(node, params) -> dict[str, Probe]:
+    return {PY_PROBE: cmd(launchenv.command(node, sh("{py} -c {src}", py=node.python, src=SCRIPT))),
+            KERNEL_PROBE: cmd("uname -r")}
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:

@@ -39,7 +39,7 @@ import yaml
 
 import preflight
 from preflight import launchenv
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, Probe, Status, first_line, passed, q, skipped
+from preflight.checkapi import ClusterContext, CommandOutput, Finding, Probe, Status, cmd, first_line, passed, sh, skipped
 from preflight.model import worst
 
 ID = "sw.stack"
@@ -124,9 +124,9 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     if not job.get("megatron_path"):
         return {}
     timeout = float(ctx.params.get("import_timeout", 120))
-    script = q(SCRIPT)
-    args = f"{q(job['megatron_path'])} {q(job.get('entry', ''))}"
-    return {name: {PROBE: Probe(launchenv.command(node, f"{q(node.python)} -c {script} {args}"), timeout + 10)}
+    return {name: {PROBE: cmd(launchenv.command(node, sh("{py} -c {src} {tree} {entry}", py=node.python, src=SCRIPT,
+                                                            tree=job["megatron_path"], entry=job.get("entry", ""))),
+                              timeout=timeout + 10)}
             for name, node in ctx.nodes.items()}
 
 

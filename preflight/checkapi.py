@@ -9,8 +9,8 @@ Node scope (runs per node)::
     ID = "hccn.link"; SCOPE = "node"
     DEFAULTS = {...}                       # parameters; the inventory's `checks:` overrides them
     REQUIRES = ("npu.health",)             # optional: skip on a node where one of these did not pass
-    def probes(node, params) -> {name: cmd | Probe}                    # round 1
-    def followup(outputs, node, params) -> {name: cmd | Probe}         # optional round 2, sees round 1
+    def probes(node, params) -> {name: Probe}                           # round 1
+    def followup(outputs, node, params) -> {name: Probe}                # optional round 2, sees round 1
     def parse(outputs) -> Facts            # pure; raise ParseError quoting the line it could not read
     def evaluate(facts, params, node) -> [Finding]                     # pure judgement
 
@@ -19,7 +19,7 @@ Cluster scope (runs once, over every reachable node)::
     ID = "net.ping_mesh"; SCOPE = "cluster"
     USES = ("env.comm",)                   # node checks whose facts it reads (their probes run too)
     def probes / followup / parse          # optional: per-node facts of its own, as above
-    def plan(ctx) -> {node: {name: cmd | Probe}}                       # optional: targeted probes
+    def plan(ctx) -> {node: {name: Probe}}                              # optional: targeted probes
     def evaluate(ctx) -> [Finding]         # summary Finding has node=None; blamed nodes named
 
 Policy (module attributes; the core reads them through the registry, never a list of ids)::
@@ -53,20 +53,35 @@ or failing with its own error text, on a node that should have it, is a `fail` b
 preflight could not tell (timeout, lost connection, output it cannot read: raise ParseError or use
 `require_ok`); `skip` never stands for a tool failure (another check owning it: REQUIRES).
 
+Probe commands are shell text run by `sh -c` on the node under a remote `timeout`. They are built
+through ONE API, and the runner accepts nothing else (a plain string is refused)::
+
+    cmd("cat {path}/driver/version.info", path=node.ascend_home)       # -> Probe, value quoted
+    cmd("{py} -c {src}", py=node.python, src=SCRIPT, timeout=30)       # one word each
+    cmd("ls -- {paths}", paths=["/a b", "-x"])                          # a list: one word per item
+    part = sh("for f in {files}; do cat \"$f\"; done", files=names)    # a fragment (Shell) ...
+    cmd("bash -c {script}", script=part)                                # ... quoted as ONE word
+    cmd("{a:raw}; {b:raw}", a=part, b=other)                            # ... or spliced (Shell only)
+
+Every `{field}` of the template is filled with `shlex.quote` of its value (a list: each item
+quoted, space-separated). `{field:raw}` splices a `Shell` built by `sh()`/`cmd()` as shell text
+and refuses anything else, so an inventory or node value can never reach the shell unquoted. A
+field inside single or double quotes of the template is refused when the template is filled (the
+framework's quotes would be literal there: `"${X:-{home}}"` was an injection), except inside a
+`$( )` that opens its own quoting. Identical commands from several checks run once. Outputs arrive
+as `CommandOutput` (rc is data, never an exception).
+
 Privilege is decided per probe by the core, never in a check: a probe that needs root (a Probe's
 `root`, else the check's PRIVILEGE) runs as the login user when that is root (or a member of
 PRIVILEGE_GROUP), under `sudo -n` when the node has `become: sudo`, and otherwise is not run and the
 check is `error` "needs root" (docs/SPEC.md §2.9).
-
-Probe commands are shell text run by `sh -c` on the node under a remote `timeout`; every value that
-came from the inventory or a node goes in through `q()` (shlex.quote). Identical commands from
-several checks run once. Outputs arrive as `CommandOutput` (rc is data, never an exception).
 """
 from __future__ import annotations
 
 import shlex
+import string
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from .model import CommandOutput, Metric, Status
 
@@ -86,25 +101,135 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
 }
 
 __all__ = [
-    "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Status",
-    "q", "require_ok", "first_line", "passed", "skipped", "tool_failure",
+    "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Shell", "Status",
+    "cmd", "sh", "seq", "q", "require_ok", "first_line", "passed", "skipped", "tool_failure",
 ]
 
 
 def q(value: Any) -> str:
-    """Quote one inventory- or node-derived value for the remote shell."""
+    """Quote one inventory- or node-derived value for the remote shell (what `sh()` does to each
+    field; for texts outside a probe, such as a command shown in a remediation)."""
     return shlex.quote(str(value))
+
+
+class Shell(str):
+    """Shell text built by `sh()`/`cmd()`: every value in it was quoted by the framework. Any
+    string operation on it gives a plain `str` again, which `{field:raw}` refuses."""
+
+    __slots__ = ()
+
+
+class TemplateError(ValueError):
+    """A probe template the framework cannot fill safely (a programming error of the check)."""
+
+
+_FORMATTER = string.Formatter()
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(_word(v) for v in value)
+    if value is None or isinstance(value, (dict, set, bytes)):
+        raise TemplateError(f"cannot quote a {type(value).__name__} as a shell word")
+    return shlex.quote(str(value))
+
+
+def _quote_contexts(template: str) -> list[str]:
+    """The quoting context (`top`, `sq`, `dq`, `cmd`) of each replacement field, in order: a small
+    POSIX-shell lexer over the template's literal text (backslash escapes, '...', "...", $( ), ` `)."""
+    contexts: list[str] = []
+    stack = ["top"]
+    for literal, name, _spec, _conv in _FORMATTER.parse(template):
+        i = 0
+        while i < len(literal):
+            c, top = literal[i], stack[-1]
+            if top == "sq":
+                if c == "'":
+                    stack.pop()
+            elif c == "\\":
+                i += 1
+            elif top == "dq" and c == '"':
+                stack.pop()
+            elif c == "$" and literal[i + 1:i + 2] == "(":
+                stack.append("cmd")
+                i += 1
+            elif c == "`":
+                if top == "bq":
+                    stack.pop()
+                else:
+                    stack.append("bq")
+            elif top in ("top", "cmd", "bq"):
+                if c == "'":
+                    stack.append("sq")
+                elif c == '"':
+                    stack.append("dq")
+                elif c == ")" and top == "cmd":
+                    stack.pop()
+            i += 1
+        if name is not None:
+            contexts.append(stack[-1])
+    return contexts
+
+
+def sh(template: str, /, **values: Any) -> Shell:
+    """Fill a literal template's `{name}` fields with quoted values (see the module docstring)."""
+    out: list[str] = []
+    contexts = iter(_quote_contexts(template))
+    for literal, name, spec, conv in _FORMATTER.parse(template):
+        out.append(literal)
+        if name is None:
+            continue
+        where = next(contexts)
+        if not name or name.isdigit() or conv:
+            raise TemplateError(f"template field {{{name}}}: use named fields without conversion")
+        value, _ = _FORMATTER.get_field(name, (), values)
+        if spec == "raw":
+            if not isinstance(value, Shell) and not (isinstance(value, (list, tuple))
+                                                     and all(isinstance(v, Shell) for v in value)):
+                raise TemplateError(f"{{{name}:raw}} takes shell text built by sh(), got {type(value).__name__}")
+            out.append(" ".join(value) if isinstance(value, (list, tuple)) else value)
+            continue
+        if spec:
+            raise TemplateError(f"template field {{{name}:{spec}}}: the only format is :raw")
+        if where in ("sq", "dq"):
+            raise TemplateError(f"template field {{{name}}} is inside quotes in {template[:80]!r}: "
+                                "quoting would be literal there; put the field outside the quotes")
+        out.append(_word(value))
+    return Shell("".join(out))
+
+
+def seq(parts: Iterable[Shell], sep: str = "; ") -> Shell:
+    """Several fragments built by `sh()` as one (`sep` is literal shell text: "; ", " && ", "\\n")."""
+    parts = list(parts)
+    for p in parts:
+        if not isinstance(p, Shell):
+            raise TemplateError(f"seq() takes shell text built by sh(), got {type(p).__name__}")
+    return Shell(sep.join(parts))
 
 
 @dataclass(frozen=True)
 class Probe:
-    """A command with its own timeout (seconds) and privilege; a plain string uses the node's
-    probe_timeout and the check's PRIVILEGE. `root=None`: as the check declares."""
+    """A command with its own timeout (seconds; None: the node's probe_timeout) and privilege
+    (`root=None`: as the check's PRIVILEGE declares). Build it with `cmd()` (or `Probe.of`), which
+    quotes every value; `cmd` holds the finished shell text."""
 
     cmd: str
     timeout: float | None = None
     root: bool | None = None
     job: bool | None = None  # inside the job's container (None: as the check's WHERE)
+
+    @classmethod
+    def of(cls, template: str, /, *, timeout: float | None = None, **values: Any) -> "Probe":
+        return cmd(template, timeout=timeout, **values)
+
+
+def cmd(template: str | Shell, /, *, timeout: float | None = None, **values: Any) -> Probe:
+    """The probe `template` with its fields quoted (`sh()`); a `Shell` is taken as it is."""
+    if isinstance(template, Shell):
+        if values:
+            raise TemplateError("cmd(Shell) takes no values: the text is already filled")
+        return Probe(template, timeout)
+    return Probe(sh(template, **values), timeout)
 
 
 class ParseError(ValueError):

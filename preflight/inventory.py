@@ -16,7 +16,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from . import nodeset
+from . import nodeset, redact
 from .container import RUNTIMES, Container
 from .node import Node
 
@@ -77,6 +77,15 @@ USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*\$?$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 HOST_RE = re.compile(r"^[A-Za-z0-9._:%\-]+$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Values with a grammar, refused at load when they do not fit it (probes quote every value anyway;
+# this catches the typo, and the value that could only be an attack, before any node is reached).
+# An interface name as Linux accepts it (dev_valid_name: 1-15 bytes, no '/', ':' or white space),
+# narrowed to the characters real names use; the *_SOCKET_IFNAME syntax around it is docs/ENV.md's.
+IFNAME_RE = re.compile(r"[A-Za-z0-9_.@+-]{1,15}")
+IFNAME_VARS = {"HCCL_SOCKET_IFNAME": r"\^?=?", "NCCL_SOCKET_IFNAME": r"\^?=?", "GLOO_SOCKET_IFNAME": ""}
+COMMAND_RE = re.compile(r"[A-Za-z0-9_.+][A-Za-z0-9_.+-]*")  # a bare command name, found on PATH
+PATH_FIELDS = ("ascend_home",)  # node keys that are absolute paths on the node
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,13 @@ _TRAPS = (
      "YAML 1.1 reads {v!r} as an octal number"),
     ("tag:yaml.org,2002:float", lambda v: ":" in v or re.fullmatch(r"[-+]?\d+\.\d*[1-9]\d*0", v) is not None,
      "YAML 1.1 reads {v!r} as the number {n}"),
+    # PyYAML's YAML 1.1 int resolver also takes 0x.., 0b.. and digit groups with `_` (1_000)
+    ("tag:yaml.org,2002:int", lambda v: re.fullmatch(r"[-+]?0x[0-9a-fA-F_]+", v) is not None,
+     "YAML 1.1 reads {v!r} as the hexadecimal number {n}"),
+    ("tag:yaml.org,2002:int", lambda v: re.fullmatch(r"[-+]?0b[01_]+", v) is not None,
+     "YAML 1.1 reads {v!r} as the binary number {n}"),
+    ("tag:yaml.org,2002:int", lambda v: "_" in v, "YAML 1.1 drops the underscores of {v!r} and reads {n}"),
+    ("tag:yaml.org,2002:float", lambda v: "_" in v, "YAML 1.1 drops the underscores of {v!r} and reads {n}"),
 )
 
 
@@ -118,16 +134,16 @@ class _Trap(yaml.MarkedYAMLError):
     pass
 
 
-def _trap(node: yaml.ScalarNode) -> str | None:
-    """The coercion a plain scalar suffers under YAML 1.1, in words, or None."""
+def _trap(node: yaml.ScalarNode, secret: bool = False) -> str | None:
+    """The coercion a plain scalar suffers under YAML 1.1, in words, or None. The value of a
+    secret-named key is not repeated (preflight.redact)."""
     if node.style is not None:  # quoted: the user said what they meant
         return None
     for tag, hit, msg in _TRAPS:
         if node.tag == tag and hit(node.value):
-            n = yaml.safe_load(node.value)
-            return (msg.format(v=node.value, n=n) + f"; write the number you mean, or quote it if it is text: "
-                    f"\"{node.value}\"")
-    return None
+            v, n = (redact.REDACTED, redact.REDACTED) if secret else (node.value, yaml.safe_load(node.value))
+            return (msg.format(v=v, n=n) + "; write the number you mean, or quote it if it is text: "
+                    f"\"{v}\"").replace("'" + redact.REDACTED + "'", "the value")
 
 
 def _check_trap(node: yaml.ScalarNode, key: str = "") -> None:
@@ -144,11 +160,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
     for key_node, value_node in node.value:
         if isinstance(key_node, yaml.ScalarNode):
             _check_trap(key_node)
-        trap = _trap(value_node) if isinstance(value_node, yaml.ScalarNode) else None
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, (str, int, float, bool)) or key is None:
             raise _Trap(None, None, f"unsupported mapping key {key!r}", key_node.start_mark)
         key = str(key)
+        trap = _trap(value_node, redact.is_secret(key)) if isinstance(value_node, yaml.ScalarNode) else None
         if key in out:
             raise _Trap(None, None, f"duplicate key {key!r}", key_node.start_mark)
         out[key] = loader.construct_object(value_node, deep=True)
@@ -209,7 +225,7 @@ def _check_settings(ctx: _Ctx, m: _Map, where: str, allowed: set[str] | None = N
         types, _ = NODE_KEYS[key]
         if isinstance(value, bool) or not isinstance(value, types):
             raise ctx.fail(m, key, f"expected {' or '.join(t.__name__ for t in types)}, got "
-                                   f"{type(value).__name__} {value!r}")
+                                   f"{type(value).__name__} {redact.value(key, repr(value))}")
         if key in CHOICES and value not in CHOICES[key]:
             raise ctx.fail(m, key, f"{value!r} is not one of {', '.join(CHOICES[key])}")
         out[key] = _check_value(ctx, m, key, value)
@@ -228,6 +244,30 @@ def _raise_traps_deep(ctx: _Ctx, m: Any) -> None:
             _raise_traps_deep(ctx, v)
 
 
+def _path_problem(value: str) -> str | None:
+    """Why `value` is not an absolute path, or None."""
+    if CONTROL_RE.search(value):
+        return f"{_shown(value)} holds a control character (a newline?); expected an absolute path"
+    if not value.startswith("/"):
+        return f"{_shown(value)} is not an absolute path; write it from /"
+    return None
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:77] + "...")
+
+
+def _ifname_problem(var: str, value: str) -> str | None:
+    """Why an *_SOCKET_IFNAME value does not fit its syntax (a comma list of interface names)."""
+    m = re.fullmatch(IFNAME_VARS[var] + r"(.*)", value.strip())
+    names = m.group(1).split(",") if m else []
+    bad = [n for n in names if not IFNAME_RE.fullmatch(n.strip())]
+    if not names or bad:
+        return (f"{_shown(value)} is not a list of interface names ({_shown(bad[0]) if bad else 'empty'}: "
+                f"names are 1-15 of A-Z a-z 0-9 _ . @ + -), e.g. eth0 or ^docker,lo")
+    return None
+
+
 def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
     if key in ("env", "paths", "checks"):
         _raise_traps_deep(ctx, value)
@@ -236,11 +276,16 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
             if not ENV_NAME_RE.match(k):
                 raise ctx.fail(value, k, "not a valid environment variable name")
             if isinstance(v, (dict, list)) or v is None:
-                raise ctx.fail(value, k, f"environment values are strings, got {v!r}")
+                raise ctx.fail(value, k, f"environment values are strings, got {redact.value(k, repr(v))}")
+            if k in IFNAME_VARS and isinstance(v, str) and (why := _ifname_problem(k, v)):
+                raise ctx.fail(value, k, why)
         return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in value.items()}
     if key == "env_files":
         if not all(isinstance(f, str) for f in value):
             raise ctx.fail(m, key, "expected a list of file paths (strings)")
+        for f in value:
+            if why := _path_problem(f):
+                raise ctx.fail(m, key, why)
         return tuple(value)
     if key == "paths":
         for k, v in value.items():
@@ -249,11 +294,20 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
             ok = isinstance(v, str) or (k == "data" and isinstance(v, list) and all(isinstance(p, str) for p in v))
             if not ok:
                 raise ctx.fail(value, k, "expected a path string" + (" or a list of them" if k == "data" else ""))
+            for p in [v] if isinstance(v, str) else v:
+                if why := _path_problem(p):
+                    raise ctx.fail(value, k, why)
         return dict(value)
+    if key in PATH_FIELDS and (why := _path_problem(value)):
+        raise ctx.fail(m, key, why)
+    if key == "python" and not (value.startswith("/") and not _path_problem(value)) and not COMMAND_RE.fullmatch(value):
+        raise ctx.fail(m, key, f"{_shown(value)} is neither an absolute interpreter path nor a bare command "
+                               "name (python3); arguments and shell text do not belong here")
     if key == "checks":
         for k, v in value.items():
             if not isinstance(v, dict):
                 raise ctx.fail(value, k, "check parameters must be a mapping")
+        _check_param_types(ctx, value)
         return {k: dict(v) for k, v in value.items()}
     if key in ("port", "devices") and not (0 < value < (65536 if key == "port" else 4097)):
         raise ctx.fail(m, key, f"{value} is out of range")
@@ -296,6 +350,37 @@ def _container(ctx: _Ctx, m: _Map, value: Any) -> Container:
     if args and name is not None:
         raise ctx.fail(value, "run_args", "run_args apply to image: (a fresh run); a named container already runs")
     return Container(runtime=runtime, name=name, image=image, run_args=tuple(args))
+
+
+# A parameter's type is its default's (DEFAULTS of the check): an int default takes an integer, a
+# float default any number, a None default anything. Unknown ids and keys are refused by
+# registry.check_parameters (with a suggestion); this catches `min_free_gib: "lots"` at load.
+_PARAM_TYPES: dict[type, tuple[tuple[type, ...], str]] = {
+    bool: ((bool,), "true or false"),
+    int: ((int,), "an integer"),
+    float: ((int, float), "a number"),
+    str: ((str,), "a string"),
+    list: ((list,), "a list"),
+    dict: ((dict,), "a mapping"),
+}
+
+
+def _check_param_types(ctx: _Ctx, checks: Any) -> None:
+    from .registry import discover  # the checks' DEFAULTS; imported here: loading needs no check otherwise
+
+    every = discover()
+    for cid, params in checks.items():
+        info = every.get(cid)
+        if info is None or not isinstance(params, dict):
+            continue
+        for key, v in params.items():
+            if key not in info.defaults or type(info.defaults[key]) not in _PARAM_TYPES:
+                continue
+            default = info.defaults[key]
+            types, words = _PARAM_TYPES[type(default)]
+            if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
+                raise ctx.fail(params, key, f"{cid} expects {words} (its default is {default!r}), got "
+                                            f"{type(v).__name__} {redact.value(key, repr(v))}")
 
 
 def _closest(key: str, candidates: list[str]) -> str | None:
@@ -356,6 +441,7 @@ def _check_top(ctx: _Ctx, doc: _Map, top: dict[str, Any]) -> None:
         raise ctx.fail(doc, "cluster", "expected a string")
     if not isinstance(top["checks"], dict) or not all(isinstance(v, dict) for v in top["checks"].values()):
         raise ctx.fail(doc, "checks", "expected a mapping of check id to a mapping of parameters")
+    _check_param_types(ctx, top["checks"])
     job = top["job"]
     if job is not None:
         if not isinstance(job, _Map):
@@ -384,8 +470,25 @@ def _check_job_value(ctx: _Ctx, job: _Map, k: str, v: Any) -> None:
                 raise ctx.fail(v, name, f"expected a number or a string, got {val!r}")
 
 
+@dataclass
+class _Group:
+    """One Ansible group, merged over every place it is defined."""
+
+    name: str
+    depth: int
+    priority: int = 1
+    settings: dict[str, Any] = field(default_factory=dict)
+    parents: set[str] = field(default_factory=set)
+
+
 def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]], dict[str, Any]]:
-    entries: list[tuple[str, dict[str, Any], int]] = []
+    """Ansible's YAML inventory. A host may sit in several groups: its settings are merged the way
+    Ansible merges variables (docs.ansible.com, "Inventory: How variables are merged"; code:
+    ansible/inventory/helpers.py sort_groups, ansible/ansible PR #22580): `all` first, a parent
+    group before its children, groups at the same depth by `ansible_group_priority` (default 1,
+    higher wins) and then alphabetically (the later name wins); the host's own vars last."""
+    groups: dict[str, _Group] = {}
+    hosts_at: dict[str, list[tuple[str, dict[str, Any], _Map]]] = {}  # pattern -> (group, host vars, where)
     seen_groups: set[int] = set()
 
     def settings_of(vars_: Any, where: str) -> dict[str, Any]:
@@ -417,7 +520,20 @@ def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]
             raise ctx.fail(vars_, ANSIBLE_BECOME, f"expected true or false, got {flag!r}")
         return {"become": "sudo" if flag else "none"}
 
-    def walk(group: Any, name: str, inherited: dict[str, Any]) -> None:
+    def priority_of(vars_: Any, name: str) -> int | None:
+        if not isinstance(vars_, _Map) or "ansible_group_priority" not in vars_:
+            return None
+        _raise_trap(ctx, vars_, "ansible_group_priority")
+        value = vars_["ansible_group_priority"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ctx.fail(vars_, "ansible_group_priority", f"group {name}: expected an integer, got {value!r}")
+        return value
+
+    def walk(group: Any, name: str, depth: int, parent: str | None) -> None:
+        g = groups.setdefault(name, _Group(name, depth))
+        g.depth = max(g.depth, depth)
+        if parent:
+            g.parents.add(parent)
         if group is None:
             return
         if not isinstance(group, _Map):
@@ -428,20 +544,38 @@ def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]
         for key in group:
             if key not in ("hosts", "children", "vars"):
                 raise ctx.fail(group, key, f"unknown key in Ansible group {name!r} (hosts, children, vars)")
-        here = _merge(inherited, settings_of(group.get("vars"), f"group {name} vars"))
+        g.settings = _merge(g.settings, settings_of(group.get("vars"), f"group {name} vars"))
+        g.priority = priority_of(group.get("vars"), name) or g.priority
         hosts = group.get("hosts") or {}
         if not isinstance(hosts, dict):
             raise ctx.fail(group, "hosts", "hosts must be a mapping of host name to vars")
         for host_name, host_vars in hosts.items():
-            s = _merge(here, settings_of(host_vars, f"host {host_name}"))
-            entries.extend(_expand(ctx, hosts, host_name, s, key=host_name))
+            hosts_at.setdefault(host_name, []).append((name, settings_of(host_vars, f"host {host_name}"), hosts))
         children = group.get("children") or {}
         if not isinstance(children, dict):
             raise ctx.fail(group, "children", "children must be a mapping of group names")
         for child, sub in children.items():
-            walk(sub, child, here)
+            walk(sub, child, depth + 1, name)
 
-    walk(doc["all"], "all", {})
+    def ancestry(name: str, out: set[str]) -> set[str]:
+        if name not in out:
+            out.add(name)
+            for p in groups[name].parents:
+                ancestry(p, out)
+        return out
+
+    walk(doc["all"], "all", 0, None)
+    entries: list[tuple[str, dict[str, Any], int]] = []
+    for pattern, places in hosts_at.items():
+        member_of: set[str] = set()
+        for group_name, _, _ in places:
+            ancestry(group_name, member_of)
+        settings: dict[str, Any] = {}
+        for g in sorted((groups[n] for n in member_of), key=lambda g: (g.depth, g.priority, g.name)):
+            settings = _merge(settings, g.settings)
+        for _, host_settings, _ in places:
+            settings = _merge(settings, host_settings)
+        entries.extend(_expand(ctx, places[0][2], pattern, settings, key=pattern))
     return entries, {"cluster": None, "checks": {}, "job": None}
 
 
@@ -464,6 +598,11 @@ def _expand(ctx: _Ctx, m: _Map, pattern: str, settings: dict[str, Any], key: str
 
 
 # ---------------------------------------------------------------- ~/.ssh/config and nodes
+
+# ssh_config StrictHostKeyChecking -> host_key_policy. `ask` would prompt: a batch run cannot, so it
+# is strict (ssh in BatchMode does the same); `off` is OpenSSH's synonym of `no`.
+STRICT_HOST_KEY_CHECKING = {"yes": "strict", "ask": "strict", "accept-new": "accept-new", "no": "off", "off": "off"}
+
 
 def _ssh_config(path: str | None) -> paramiko.SSHConfig | None:
     p = Path(os.path.expanduser(path or "~/.ssh/config"))
@@ -489,11 +628,18 @@ def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig |
             kw["port"] = int(found["port"])
         if "identity_file" not in kw and found.get("identityfile"):
             kw["identity_file"] = found["identityfile"][0]
-        if "proxy_jump" not in kw and found.get("proxyjump"):
-            kw["proxy_jump"] = found["proxyjump"]
+        jump = found.get("proxyjump")
+        if "proxy_jump" not in kw and jump and jump.lower() != "none":  # `ProxyJump none`: no jump
+            kw["proxy_jump"] = jump
         if "known_hosts" not in kw and found.get("userknownhostsfile"):
             kw["known_hosts"] = found["userknownhostsfile"].split()[0]
-        if found.get("proxycommand") and "proxy_jump" not in kw:
+        policy = STRICT_HOST_KEY_CHECKING.get(str(found.get("stricthostkeychecking", "")).lower())
+        if "host_key_policy" not in kw and policy:
+            kw["host_key_policy"] = policy
+        if str(found.get("identitiesonly", "")).lower() == "yes":
+            kw["identities_only"] = True
+        command = found.get("proxycommand")
+        if command and str(command).lower() != "none" and "proxy_jump" not in kw:
             raise InventoryError(f"~/.ssh/config: ProxyCommand for {host} is not supported; "
                                  f"use ProxyJump or set proxy_jump in the inventory")
         host = found.get("hostname", host)

@@ -8,29 +8,32 @@ from __future__ import annotations
 
 import re
 
-from .checkapi import CommandOutput, ParseError, q
+from .checkapi import CommandOutput, ParseError, Probe, Shell, cmd, seq, sh
 from .node import Node
 
 PROBE_NAME = "launch_env"
-SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|CREDENTIAL|PRIVATE|_KEY$|^KEY$|AUTH", re.I)
-REDACTED = "********"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def script(node: Node) -> str:
-    """Bash text that builds the launch environment (sourcing env_files, applying env)."""
-    steps = [f". {q(f)} >/dev/null 2>&1 || echo {q('preflight: cannot source ' + f)} >&2" for f in node.env_files]
-    steps += [f"export {k}={q(v)}" for k, v in node.env.items() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)]
-    return "; ".join(steps) or ":"
+def script(node: Node) -> Shell:
+    """Shell text that builds the launch environment (sourcing env_files, applying env)."""
+    steps = [sh(". {f} >/dev/null 2>&1 || echo {msg} >&2", f=f, msg="preflight: cannot source " + f)
+             for f in node.env_files]
+    # the name is literal template text only after it matched ENV_NAME (no quote, brace or space)
+    steps += [sh(f"export {k}={{v}}", v=v) for k, v in node.env.items() if ENV_NAME.fullmatch(k)]
+    return seq(steps) if steps else sh(":")
 
 
-def command(node: Node, then: str = "env -0") -> str:
-    """A probe that runs `then` inside the node's launch environment."""
+def command(node: Node, then: Shell | str = "env -0") -> Shell:
+    """Shell text running `then` (shell text built by sh(), or a literal constant) inside the node's
+    launch environment."""
     flags = "-lc" if node.launch_shell == "login" else "-c"
-    return f"bash {flags} {q(script(node) + '; ' + then)}"
+    then = then if isinstance(then, Shell) else sh(then)
+    return sh("bash {flags} {script}", flags=flags, script=seq([script(node), then]))
 
 
-def probe(node: Node) -> dict[str, str]:
-    return {PROBE_NAME: command(node)}
+def probe(node: Node) -> dict[str, Probe]:
+    return {PROBE_NAME: cmd(command(node))}
 
 
 def parse(out: CommandOutput | None) -> dict[str, str]:
@@ -43,8 +46,3 @@ def parse(out: CommandOutput | None) -> dict[str, str]:
         if sep and key:
             env[key] = value
     return env
-
-
-def redacted(env: dict[str, str]) -> dict[str, str]:
-    """Safe to put in a report: values of secret-looking names replaced."""
-    return {k: (REDACTED if SECRET_NAME.search(k) else v) for k, v in sorted(env.items())}

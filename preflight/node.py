@@ -24,6 +24,7 @@ class Node:
     become: str | None = None  # "sudo": probes that need root run under `sudo -n`; None: never
     become_user: str = "root"
     container: Container | None = None  # the job's container: job-side checks look inside it
+    identities_only: bool = False  # ssh_config IdentitiesOnly yes: offer no agent key but the identity's own
     backend: str = "auto"  # ascend | nvidia | auto
     devices: int = 8  # logical devices (chips) expected; 16 on an A3 node
     ascend_home: str = "/usr/local/Ascend"

@@ -7,6 +7,7 @@ whole run and what a node finished before it is kept.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from . import __version__, backend as backends
+from . import __version__, backend as backends, redact
 from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
 from .container import RUNTIME_GROUP, START_SLACK_S, job_command
 from .inventory import Inventory
@@ -52,13 +53,11 @@ class NodeRun:
     backend: backends.Decision | None = None  # the node's backend, once connected
 
 
-def _spec(probe: str | Probe, node: Node, info: CheckInfo | None) -> ProbeSpec:
+def _spec(probe: Probe, node: Node, info: CheckInfo | None) -> ProbeSpec:
     """A check's probe as the driver takes it: its timeout, and whether it needs root (the Probe's
     own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
     user. This is the one place privilege is decided; the driver applies it (sudo -n)."""
-    cmd, timeout, root, job = probe, None, None, None
-    if isinstance(probe, Probe):
-        cmd, timeout, root, job = probe.cmd, probe.timeout, probe.root, probe.job
+    cmd, timeout, root, job = probe.cmd, probe.timeout, probe.root, probe.job
     if root is None:
         root = info is not None and info.privilege == "root"
     group = (info.privilege_group or "") if (root and info is not None) else ""
@@ -99,7 +98,18 @@ def _merge(a: ProbeSpec, b: ProbeSpec) -> ProbeSpec:
                    group=(a.group or b.group) if root else "", become=(a.become or b.become) if root else "")
 
 
-def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, str | Probe]],
+def _only_probes(check_id: str, probes: Any) -> dict[str, Probe]:
+    """A check's probe mapping, refused unless every value is a `Probe` built through checkapi's
+    quoting (`cmd()`): a plain string may carry an unquoted inventory value, so it never runs."""
+    out = dict(probes or {})
+    for name, probe in out.items():
+        if not isinstance(probe, Probe):
+            raise TypeError(f"{check_id}: probe {name!r} is a {type(probe).__name__}, not a Probe; "
+                            "build it with checkapi.cmd(), which quotes every value")
+    return out
+
+
+def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, Probe]],
               cancel: threading.Event, recorder=None,
               checks: dict[str, CheckInfo] | None = None) -> dict[str, dict[str, CommandOutput]]:
     """{check: {name: cmd}} -> {check: {name: output}}, identical commands sent once."""
@@ -114,7 +124,7 @@ def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, str | Pr
     jobs = {sp.key for sp in specs if sp.job}
     outputs = {k: _runtime_refused(o, node) if k in jobs else o for k, o in outputs.items()}
     if recorder is not None:
-        recorder.add(node.name, specs, outputs)
+        recorder.add(node.name, specs, outputs, node.env)
     return {check: {name: outputs[by_cmd[_spec(p, node, (checks or {}).get(check)).cmd].key]
                     for name, p in probes.items()} for check, probes in wanted.items()}
 
@@ -262,12 +272,12 @@ class Runner:
                 run.facts[c.id] = exc
 
     @staticmethod
-    def _ask(run: NodeRun, checks: list[CheckInfo], call) -> dict[str, dict[str, str | Probe]]:
+    def _ask(run: NodeRun, checks: list[CheckInfo], call) -> dict[str, dict[str, Probe]]:
         """Each check's probes; a check whose probe builder raises keeps the exception as its facts."""
-        wanted: dict[str, dict[str, str | Probe]] = {}
+        wanted: dict[str, dict[str, Probe]] = {}
         for c in checks:
             try:
-                wanted[c.id] = dict(call(c) or {})
+                wanted[c.id] = _only_probes(c.id, call(c))
             except Exception as exc:  # noqa: BLE001
                 run.facts[c.id] = exc
         return wanted
@@ -349,11 +359,12 @@ class Runner:
     def _plan_round(self, pending: list[CheckInfo], contexts, ok, errors, rounds) -> dict[str, dict]:
         """node -> check -> probes for one round. A check is asked again (with ctx.planned filled)
         while it returns probes and has rounds left (module PLAN_ROUNDS, default 1)."""
-        plans: dict[str, dict[str, dict[str, str | Probe]]] = {}
+        plans: dict[str, dict[str, dict[str, Probe]]] = {}
         for c in list(pending):
             rounds[c.id] -= 1
             try:
-                got = {n: p for n, p in (c.module.plan(contexts[c.id]) or {}).items() if n in ok and p}
+                got = {n: _only_probes(c.id, p) for n, p in (c.module.plan(contexts[c.id]) or {}).items()
+                       if n in ok and p}
             except Exception as exc:  # noqa: BLE001 - becomes the check's error result
                 errors[c.id], got = exc, {}
             if not got or rounds[c.id] <= 0:
@@ -423,6 +434,8 @@ class Runner:
         for c in self.reported:
             if self.every[c].scope == "cluster" and not any(x.check == c for x in self.cluster_results):
                 results.append(Result(c, None, Status.ERROR, f"not evaluated: {cut}"))
+        for env in {tuple(sorted(redact.secrets(n.env).items())) for n in self.inv.nodes} - {()}:
+            results = [_redacted(x, dict(env)) for x in results]
         return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
                       inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
                       cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
@@ -490,6 +503,12 @@ def _requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:
     for c in checks:
         visit(c)
     return out
+
+
+def _redacted(r: Result, env: dict[str, str]) -> Result:
+    """A result with the inventory's secrets (preflight.redact) taken out of every text it holds."""
+    return dataclasses.replace(r, summary=redact.deep(r.summary, env), details=redact.deep(r.details, env),
+                               remediation=redact.deep(r.remediation, env))
 
 
 def _result(check: str, node: str | None, f: Finding, duration: float) -> Result:

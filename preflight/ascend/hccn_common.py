@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, TypeVar
 
-from ..checkapi import (CommandOutput, Finding, ParseError, Probe, Status, first_line, require_ok, skipped,
+from ..checkapi import (CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line, require_ok, skipped,
                         tool_failure)
 from ..node import Node
 from .hccn import error_line
@@ -23,9 +23,9 @@ from .probes import (NPU_SMI_INFO, NPU_SMI_PROBE, hccn_loop, hccn_missing, is_in
 T = TypeVar("T")
 
 
-def probes(node: Node, params) -> dict[str, str]:
+def probes(node: Node, params) -> dict[str, Probe]:
     """Round 1 of every hccn.* check: the npu-smi table (shared, so it runs once per node)."""
-    return {NPU_SMI_PROBE: NPU_SMI_INFO}
+    return {NPU_SMI_PROBE: cmd(NPU_SMI_INFO)}
 
 
 INFERENCE_SKIP = "inference card ({name}): no RoCE ports, hccn_tool does not apply"
@@ -42,7 +42,7 @@ def hccn_followup(outputs, node: Node, queries: dict[str, str]) -> dict[str, Pro
         return {}
     devices = logical_devices(text, node)
     timeout = 30 + 5 * len(devices)  # hccn_tool answers in well under a second per device
-    return {name: Probe(hccn_loop(node, devices, args), timeout=timeout) for name, args in queries.items()}
+    return {name: cmd(hccn_loop(node, devices, args), timeout=timeout) for name, args in queries.items()}
 
 
 

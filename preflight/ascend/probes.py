@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from ..checkapi import (CommandOutput, ParseError, q)
+from ..checkapi import CommandOutput, ParseError, Probe, Shell, cmd, sh
 from ..node import Node
 from . import npu_smi
 
@@ -34,33 +34,32 @@ NPU_SMI_MAP = "npu-smi info -m"
 NPU_SMI_PATH_HINT = "npu-smi on the login PATH (normally /usr/local/bin/npu-smi, from the driver package)"
 HCCN_CONF = "/etc/hccn.conf"
 # `cat` of hccn.conf that tells "absent" (a normal case) from "unreadable" (a finding).
-HCCN_CONF_CAT = (f"if [ -e {HCCN_CONF} ]; then cat {HCCN_CONF}; "
-                 f"else echo '@@absent {HCCN_CONF}'; fi")
+HCCN_CONF_CAT = sh("if [ -e {f} ]; then cat {f}; else echo {absent}; fi", f=HCCN_CONF, absent=f"@@absent {HCCN_CONF}")
 DEV_MARK, RC_MARK, MISSING_MARK = "@@dev", "@@rc", "@@missing"
 
 
-def npu_smi_health(npu: int, chip: int) -> str:
+def npu_smi_health(npu: int, chip: int) -> Probe:
     """`npu-smi info -t health -i N -c M` for one chip (ids from the table, so ints)."""
-    return f"npu-smi info -t health -i {int(npu)} -c {int(chip)}"
+    return cmd("npu-smi info -t health -i {npu} -c {chip}", npu=int(npu), chip=int(chip))
 
 
-def npu_smi_board(npu: int, chip: int | None = None) -> str:
-    chip_arg = f" -c {int(chip)}" if chip is not None else ""
-    return f"npu-smi info -t board -i {int(npu)}{chip_arg}"
+def npu_smi_board(npu: int, chip: int | None = None) -> Probe:
+    if chip is None:
+        return cmd("npu-smi info -t board -i {npu}", npu=int(npu))
+    return cmd("npu-smi info -t board -i {npu} -c {chip}", npu=int(npu), chip=int(chip))
 
 
-def hccn(node: Node, dev: int, args: str) -> str:
-    """One `hccn_tool -i <dev> <args>` call; `args` is literal text chosen by the check."""
-    return f"{q(node.hccn_tool)} -i {int(dev)} {args}"
+def hccn(node: Node, dev: int, args: str) -> Shell:
+    """One `hccn_tool -i <dev> <args>` call; `args` are words chosen by the check (each quoted)."""
+    return sh("{tool} -i {dev} {args}", tool=node.hccn_tool, dev=int(dev), args=args.split())
 
 
-def hccn_loop(node: Node, devices: Iterable[int], args: str) -> str:
+def hccn_loop(node: Node, devices: Iterable[int], args: str) -> Shell:
     """One probe running `hccn_tool -i N <args>` for every device (shape in the module docstring)."""
-    tool = q(node.hccn_tool)
-    ids = " ".join(str(int(d)) for d in devices)
-    return (f"[ -x {tool} ] || {{ echo {q(MISSING_MARK + ' ' + node.hccn_tool)}; exit 127; }}; "
-            f"for i in {ids}; do echo '{DEV_MARK} '$i; LC_ALL=C {tool} -i $i {args} 2>&1; "
-            f"echo '{RC_MARK} '$?; done")
+    return sh("[ -x {tool} ] || {{ echo {missing}; exit 127; }}; "
+              "for i in {ids}; do echo {dev} $i; LC_ALL=C {tool} -i $i {args} 2>&1; echo {rc} $?; done",
+              tool=node.hccn_tool, missing=MISSING_MARK + " " + node.hccn_tool, ids=[int(d) for d in devices],
+              args=args.split(), dev=DEV_MARK, rc=RC_MARK)
 
 
 def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:

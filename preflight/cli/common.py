@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import click
@@ -20,6 +22,44 @@ EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 4, 130
 def ids(value: str | None) -> list[str] | None:
     """`a,b, c` -> ['a', 'b', 'c']; None when not given."""
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of --checks/--skip/--limit: given but empty (`--limit "$SLURM_JOB_NODELIST"`
+    with the variable unset) is refused; otherwise it would mean "everything"."""
+    if value is not None and not any(v.strip() for v in value.split(",")):
+        what = "node" if param.name == "limit" else "check id"
+        fail_usage(f"--{param.name} {value!r} names no {what}: give at least one, or leave the option out")
+    return value
+
+
+def unwritable(path: str) -> str | None:
+    """Why a report or node list could not be written to `path`, found out before the run (the
+    way write_atomic writes: a temp file beside it, renamed; a device or FIFO in place), or None."""
+    p = Path(path)
+    if p.is_dir():
+        return "it is a directory"
+    if p.exists() and not p.is_file():  # /dev/null, /dev/stdout, a FIFO: written in place
+        return None if os.access(p, os.W_OK) else "permission denied"
+    if p.exists() and not os.access(p, os.W_OK):
+        return "permission denied"
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        return f"no directory {parent}"
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        return f"{exc.strerror} in {parent}"
+    return None
+
+
+def writable_or_exit(**targets: str | None) -> None:
+    """Exit 2 naming the option and its target when one cannot be written (before any connection)."""
+    for option, path in targets.items():
+        if path and (why := unwritable(path)):
+            fail_usage(f"--{option.replace('_', '-')} {path}: cannot write there: {why}")
 
 
 def say(message: str, code: int) -> None:

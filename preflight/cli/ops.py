@@ -17,7 +17,7 @@ from ..registry import SelectionError
 from ..runner import Options, Runner
 from ..transport import factory
 from . import options
-from .common import EXIT_INTERNAL, EXIT_USAGE, emit, ids, safe_echo, say, warn_shared_addresses, with_signals
+from .common import EXIT_INTERNAL, EXIT_USAGE, emit, ids, safe_echo, say, warn_shared_addresses, with_signals, writable_or_exit
 
 # ---------------------------------------------------------------- gate
 
@@ -64,6 +64,7 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
         say(str(exc), exc.code)
     except (InventoryError, SelectionError) as exc:
         say(str(exc), EXIT_USAGE)
+    writable_or_exit(output=output, exclude_out=exclude_out, good_out=good_out)
     report = with_signals(runner, runner.run)
     code = report.exit_code
     try:

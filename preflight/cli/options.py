@@ -27,10 +27,12 @@ def inventory_argument(required: bool = True) -> Callable:
 def selection(checks_help: str = "Check ids or prefixes to run (comma-separated; `hccn` = every hccn.*).",
               limit_help: str = "Only these inventory nodes (node set: node[03-05], Slurm hostlist).") -> Callable:
     """--checks, --skip, --limit: which checks on which nodes."""
+    from .common import not_empty
+
     return _stack(
-        click.option("--checks", help=checks_help),
-        click.option("--skip", help="Check ids or prefixes not to run."),
-        click.option("--limit", help=limit_help),
+        click.option("--checks", help=checks_help, callback=not_empty),
+        click.option("--skip", help="Check ids or prefixes not to run.", callback=not_empty),
+        click.option("--limit", help=limit_help, callback=not_empty),
     )
 
 

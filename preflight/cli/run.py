@@ -6,7 +6,7 @@ import sys
 import click
 
 from . import options
-from .common import Progress, emit, fail_usage, ids, warn_shared_addresses, with_signals
+from .common import Progress, emit, fail_usage, ids, warn_shared_addresses, with_signals, writable_or_exit
 
 
 @click.command("run")
@@ -55,6 +55,7 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
                                                progress=progress, recorder=recorder)
     except (InventoryError, SelectionError) as exc:
         fail_usage(str(exc))
+    writable_or_exit(output=output, prom_output=prom_output)
     extras = RunExtras.start(history, sweep, prom_output, fmt, output)  # exits 2, 75 or 4 before any connection
     report = with_signals(runner, runner.run)
     progress.clear()

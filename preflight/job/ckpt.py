@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..checkapi import q
+from ..checkapi import Shell, seq, sh
 
 TRACKER = "latest_checkpointed_iteration.txt"
 RANK_DIR = re.compile(r"^mp_rank_(\d{2,})(?:_(\d{3,}))?(?:_(\d{3,}))?$")
@@ -39,37 +39,43 @@ def iteration_dir(tracker: str) -> str | None:
 
 
 def _kind(var: str) -> str:
+    """Shell text classifying the path in variable `var` (a fixed name, not a value)."""
     return (f'if [ -L "${var}" ] && [ ! -e "${var}" ]; then echo broken; elif [ -d "${var}" ]; then echo dir; '
             f'elif [ -e "${var}" ]; then echo file; else echo missing; fi')
 
 
-def state_command(load: str, save: str | None) -> str:
+def _const(text: str) -> Shell:
+    """A line of this module's own shell text (no value in it), braces kept literal."""
+    return sh(text.replace("{", "{{").replace("}", "}}"))
+
+
+def state_command(load: str, save: str | None) -> Shell:
     """Round 1, every node: what the load directory is, its tracker, and where save would write."""
-    lines = [f"L={q(load)}", f"echo {STATE_MARK}", f'echo "load_kind=$({_kind("L")})"',
-             '[ -r "$L" ] && [ -x "$L" ] && echo load_readable=1 || echo load_readable=0',
-             'echo "load_id=$(stat -f -c %i -- "$L" 2>/dev/null):$(stat -L -c %d:%i -- "$L" 2>/dev/null)"',
-             f'T="$L/{TRACKER}"',
-             'if [ -f "$T" ]; then if [ -r "$T" ]; then echo tracker_state=present; '
-             "printf 'tracker=%s\\n' \"$(head -c 64 \"$T\" | tr -d '\\n\\r')\"; "
-             "else echo tracker_state=unreadable; fi; else echo tracker_state=missing; fi"]
+    lines = [sh("L={load}", load=load), sh("echo {m}", m=STATE_MARK), _const(f'echo "load_kind=$({_kind("L")})"'),
+             _const('[ -r "$L" ] && [ -x "$L" ] && echo load_readable=1 || echo load_readable=0'),
+             _const('echo "load_id=$(stat -f -c %i -- "$L" 2>/dev/null):$(stat -L -c %d:%i -- "$L" 2>/dev/null)"'),
+             sh('T="$L"/{t}', t=TRACKER),
+             _const('if [ -f "$T" ]; then if [ -r "$T" ]; then echo tracker_state=present; '
+                    "printf 'tracker=%s\\n' \"$(head -c 64 \"$T\" | tr -d '\\n\\r')\"; "
+                    "else echo tracker_state=unreadable; fi; else echo tracker_state=missing; fi")]
     if save:
-        lines += [f"S={q(save)}", f'echo "save_kind=$({_kind("S")})"',
-                  'p="$S"; while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname -- "$p"); done',
-                  'echo "save_at=$p"', '[ -w "$p" ] && echo save_writable=1 || echo save_writable=0',
-                  'echo "save_id=$(stat -f -c %i -- "$p" 2>/dev/null):$(stat -L -c %d:%i -- "$p" 2>/dev/null)"',
-                  "df -PB1 -- \"$p\" 2>/dev/null | awk 'NR==2{print \"save_free=\" $4}'"]
-    return "\n".join(lines)
+        lines += [sh("S={save}", save=save), _const(f'echo "save_kind=$({_kind("S")})"'),
+                  _const('p="$S"; while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname -- "$p"); done'),
+                  _const('echo "save_at=$p"'), _const('[ -w "$p" ] && echo save_writable=1 || echo save_writable=0'),
+                  _const('echo "save_id=$(stat -f -c %i -- "$p" 2>/dev/null):$(stat -L -c %d:%i -- "$p" 2>/dev/null)"'),
+                  _const("df -PB1 -- \"$p\" 2>/dev/null | awk 'NR==2{print \"save_free=\" $4}'")]
+    return seq(lines, "\n")
 
 
-def listing_command(load: str, iter_dir: str, limit: int = 100000) -> str:
+def listing_command(load: str, iter_dir: str, limit: int = 100000) -> Shell:
     """Round 2, one node per storage group: the saved iteration's entries (two levels) and metadata.json."""
-    return "\n".join([
-        f"D={q(load.rstrip('/') + '/' + iter_dir)}",
-        f'if [ ! -d "$D" ]; then echo {NOITER_MARK}; exit 0; fi',
-        f"echo {LIST_MARK}",
-        f"find \"$D\" -mindepth 1 -maxdepth 2 -printf '%y %s %P\\n' 2>/dev/null | head -n {int(limit)}",
-        f'if [ -f "$D/metadata.json" ]; then echo {META_MARK}; head -c 4096 "$D/metadata.json"; echo; fi',
-    ])
+    return seq([
+        sh("D={d}", d=load.rstrip("/") + "/" + iter_dir),
+        sh('if [ ! -d "$D" ]; then echo {m}; exit 0; fi', m=NOITER_MARK),
+        sh("echo {m}", m=LIST_MARK),
+        sh("find \"$D\" -mindepth 1 -maxdepth 2 -printf '%y %s %P\\n' 2>/dev/null | head -n {n}", n=int(limit)),
+        sh('if [ -f "$D/metadata.json" ]; then echo {m}; head -c 4096 "$D/metadata.json"; echo; fi', m=META_MARK),
+    ], "\n")
 
 
 @dataclass(frozen=True)

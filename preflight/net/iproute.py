@@ -11,10 +11,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..checkapi import CommandOutput, ParseError
+from ..checkapi import CommandOutput, ParseError, sh
 
 # `ip -j` appeared in iproute2 4.13; older ones print `Option "-j" is unknown` and exit 255.
-ADDR_CMD = "LC_ALL=C ip -j addr show 2>/dev/null || LC_ALL=C ip addr show"
+ADDR_CMD = sh("LC_ALL=C ip -j addr show 2>/dev/null || LC_ALL=C ip addr show")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..checkapi import q
+from ..checkapi import Shell, sh
 
 _STATS = re.compile(
     r"(\d+) packets transmitted, (\d+) (?:packets )?received"
@@ -48,7 +48,7 @@ def parse_stats(text: str) -> PingStats | None:
 MARK = "@@preflight-ping"
 
 
-def mesh_script(targets: Sequence[tuple[str, str]], count: int, parallel: int, interval: float = 0.2) -> str:
+def mesh_script(targets: Sequence[tuple[str, str]], count: int, parallel: int, interval: float = 0.2) -> Shell:
     """POSIX sh that pings every (label, ip) with at most `parallel` pings at once.
 
     `parallel` workers each take every parallel-th target in turn, so a dead peer (which holds its
@@ -57,18 +57,19 @@ def mesh_script(targets: Sequence[tuple[str, str]], count: int, parallel: int, i
     result is printed as `@@preflight-ping <label> <ip> rc=<rc>` followed by ping's `-q` summary.
     """
     deadline = max(1, math.ceil(count * interval + 1))
-    ping = f"LC_ALL=C ping -q -n -c {int(count)} -i {interval:g} -W 1 -w {deadline}"
     workers = max(1, min(int(parallel), len(targets)))
-    listed = " ".join(f"{label}={ip}" for label, ip in targets)
-    return (
-        f"set -f; T={q(listed)}; "
-        'd=$(mktemp -d) || exit 70; trap \'rm -rf "$d"\' EXIT; '
-        f"w() {{ n=0; for t in $T; do n=$((n+1)); [ $(((n-1) % {workers})) -eq $1 ] || continue; "
-        f'{ping} "${{t#*=}}" >"$d/$n" 2>&1; echo $? >"$d/$n.rc"; done; }}; '
-        f"j=0; while [ $j -lt {workers} ]; do w $j & j=$((j+1)); done; wait; "
-        'n=0; for t in $T; do n=$((n+1)); r=; read r <"$d/$n.rc"; '
-        f'printf \'{MARK} %s %s rc=%s\\n\' "${{t%%=*}}" "${{t#*=}}" "$r"; cat "$d/$n"; done'
-    )
+    # the targets are the positional parameters ("$@"), one quoted word each: no word splitting
+    return sh(
+        "set -- {targets}; "
+        "d=$(mktemp -d) || exit 70; trap 'rm -rf \"$d\"' EXIT; "
+        "w() {{ m=$1; shift; n=0; for t in \"$@\"; do n=$((n+1)); [ $(((n-1) % {workers})) -eq $m ] || continue; "
+        "LC_ALL=C ping -q -n -c {count} -i {interval} -W 1 -w {deadline} \"${{t#*=}}\" >\"$d/$n\" 2>&1; "
+        "echo $? >\"$d/$n.rc\"; done; }}; "
+        "j=0; while [ $j -lt {workers} ]; do w $j \"$@\" & j=$((j+1)); done; wait; "
+        "n=0; for t in \"$@\"; do n=$((n+1)); r=; read r <\"$d/$n.rc\"; "
+        "printf {fmt} \"${{t%%=*}}\" \"${{t#*=}}\" \"$r\"; cat \"$d/$n\"; done",
+        targets=[f"{label}={ip}" for label, ip in targets], workers=workers, count=int(count),
+        interval=f"{interval:g}", deadline=deadline, fmt=MARK + " %s %s rc=%s\\n")
 
 
 def split_mesh(text: str) -> dict[str, tuple[str, int | None, str]]:

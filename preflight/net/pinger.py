@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..checkapi import q
+from ..checkapi import Shell, sh
 from .ping import mesh_script
 
 NO_SOCKET = 3
@@ -92,9 +92,10 @@ sys.stdout.write("\n".join(out) + "\n")
 
 
 def mesh_command(targets: Sequence[tuple[str, str]], count: int, parallel: int, interval: float = 0.2,
-                 python: str = "python3", wait: float = 1.0) -> str:
+                 python: str = "python3", wait: float = 1.0) -> Shell:
     """The pinger, falling back to the bounded `ping` loop when it cannot run (rc 3 or 127)."""
-    args = " ".join(q(f"{label}={ip}") for label, ip in targets)
-    fallback = mesh_script(targets, count, parallel, interval)
-    return (f"{q(python)} -c {q(PINGER)} {int(count)} {interval:g} {wait:g} {args} 2>/dev/null; r=$?; "
-            f"if [ $r -eq {NO_SOCKET} ] || [ $r -eq 127 ]; then {fallback}; else exit $r; fi")
+    return sh("{py} -c {src} {count} {interval} {wait} {targets} 2>/dev/null; r=$?; "
+              "if [ $r -eq {no_socket} ] || [ $r -eq 127 ]; then {fallback:raw}; else exit $r; fi",
+              py=python, src=PINGER, count=int(count), interval=f"{interval:g}", wait=f"{wait:g}",
+              targets=[f"{label}={ip}" for label, ip in targets], no_socket=NO_SOCKET,
+              fallback=mesh_script(targets, count, parallel, interval))

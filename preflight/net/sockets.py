@@ -10,13 +10,12 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from ..checkapi import CommandOutput, ParseError
+from ..checkapi import CommandOutput, ParseError, sh
 
 PROC_MARK = "@@preflight-proc-net-tcp"
-LISTEN_CMD = (
-    f"LC_ALL=C ss -ltnp 2>/dev/null || {{ echo {PROC_MARK}; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; }}"
-)
-SYSCTL_CMD = (
+LISTEN_CMD = sh("LC_ALL=C ss -ltnp 2>/dev/null || {{ echo {mark}; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; }}",
+               mark=PROC_MARK)
+SYSCTL_CMD = sh(
     "for f in ip_local_port_range ip_local_reserved_ports; do "
     "printf '%s=' $f; tr '\\t\\n' '  ' </proc/sys/net/ipv4/$f; echo; done"
 )

@@ -2,16 +2,24 @@
 
 One JSON file per node, mapping each probe command to its CommandOutput. Replaying makes a field
 report reproducible at a desk (and a bug report a test case) without reaching the cluster.
+
+Recordings are meant to be attached to bug reports, so they hold no secret: commands and outputs
+pass through preflight.redact (the `export` lines of secret-named inventory variables, secret
+records of each node's `env -0`, the inventory's secret values anywhere), the folder is created
+0700 and every file is 0600. Replay redacts the command it looks up the same way, so a redacted
+recording replays.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import tempfile
 import threading
 from pathlib import Path
+from typing import Mapping
 
+from .. import redact
+from ..atomic import write_atomic
 from ..model import CommandOutput, NodeStateKind
 from ..node import Node
 from . import ConnectError
@@ -27,16 +35,26 @@ class Recorder:
 
     def __init__(self, folder: str):
         self.folder = folder
-        Path(folder).mkdir(parents=True, exist_ok=True)
+        p = Path(folder)
+        if not p.is_dir():
+            p.mkdir(parents=True, mode=0o700)
+            os.chmod(p, 0o700)  # mkdir's mode is cut by the umask only; 0700 whatever the umask
         self._lock = threading.Lock()
         self._data: dict[str, dict[str, dict]] = {}
 
-    def add(self, node: str, probes: list[ProbeSpec], outputs: dict[str, CommandOutput]) -> None:
+    def add(self, node: str, probes: list[ProbeSpec], outputs: dict[str, CommandOutput],
+            env: Mapping[str, str] | None = None) -> None:
+        """Keep the outputs of one batch, redacted; `env` is the node's inventory env."""
+        env = env or {}
         with self._lock:
             rec = self._data.setdefault(node, {})
             for p in probes:
                 if p.key in outputs:
-                    rec[p.cmd] = dataclasses.asdict(outputs[p.key])
+                    out = dataclasses.asdict(outputs[p.key])
+                    for k in ("stdout", "stderr"):
+                        if isinstance(out.get(k), str):
+                            out[k] = redact.output(out[k], env)
+                    rec[redact.command(p.cmd, env)] = out
 
     def state(self, node: str, state: NodeStateKind, reason: str) -> None:
         with self._lock:
@@ -44,20 +62,18 @@ class Recorder:
 
     def write(self) -> None:
         for node, rec in self._data.items():
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{node}.")
-            with os.fdopen(fd, "w") as f:
-                json.dump(rec, f, indent=1, sort_keys=True)
-            os.replace(tmp, _file(self.folder, node))
+            write_atomic(_file(self.folder, node), json.dumps(rec, indent=1, sort_keys=True), 0o600)
 
 
 class ReplaySession:
-    def __init__(self, record: dict[str, dict]):
+    def __init__(self, record: dict[str, dict], env: Mapping[str, str] | None = None):
         self.record = record
+        self.env = env or {}
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         out = {}
         for p in probes:
-            rec = self.record.get(p.cmd)
+            rec = self.record.get(p.cmd) or self.record.get(redact.command(p.cmd, self.env))
             out[p.key] = CommandOutput(**rec) if rec else CommandOutput(rc=None, error="not in the recording")
         return out
 
@@ -77,7 +93,7 @@ class ReplayTransport:
         state = record.pop("__state__", None)
         if state:
             raise ConnectError(NodeStateKind(state["state"]), state["reason"])
-        return ReplaySession(record)
+        return ReplaySession(record, node.env)
 
     def close(self) -> None:
         pass

@@ -6,12 +6,14 @@ host keys against a known_hosts parsed once, and never prompt (BatchMode semanti
 """
 from __future__ import annotations
 
+import base64
 import errno
 import os
 import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import paramiko
 
@@ -61,7 +63,11 @@ class KeyStore:
                 problems.append(loaded)
             else:
                 keys.extend(loaded)
-        keys.extend(self._agent_keys())
+        agent = self._agent_keys()
+        if node.identities_only:  # as OpenSSH: an agent key only when it is the configured identity's own
+            own = _public_blobs(files)
+            agent = [k for k in agent if k.key.asbytes() in own]
+        keys.extend(agent)
         return keys, problems
 
     def _file(self, path: str, explicit: bool) -> list[_Key] | str:
@@ -90,6 +96,18 @@ class KeyStore:
                     agent_keys = ()
                 self._agent = [_Key(f"agent key {k.get_name()}", _serialised(k, self._agent_lock)) for k in agent_keys]
             return self._agent
+
+
+def _public_blobs(files: list[str]) -> set[bytes]:
+    """The public key blobs of the identity files (from their `.pub` next to them)."""
+    blobs = set()
+    for f in files:
+        try:
+            text = Path(os.path.expanduser(f) + ".pub").read_text()
+            blobs.add(base64.b64decode(text.split()[1]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return blobs
 
 
 class _ChannelStream:

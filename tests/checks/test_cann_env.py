@@ -126,7 +126,7 @@ def test_probe_script_runs_in_sh(tmp_path: Path):
         f"export ASCEND_TOOLKIT_HOME={tk}\nexport ASCEND_HOME_PATH={tk}\nexport ASCEND_OPP_PATH={tk}/opp\n"
         f"export LD_LIBRARY_PATH={tk}/lib64:$LD_LIBRARY_PATH\n")
     n = node(ascend_home=str(home))
-    cmd = check.probes(n, {})["set_env"]
+    cmd = check.probes(n, {})["set_env"].cmd
     done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30)
     f = check.parse({**outputs(), "set_env": CommandOutput(stdout=done.stdout, rc=done.returncode)})
     assert f.set_env_path == str(home / "ascend-toolkit" / "set_env.sh")

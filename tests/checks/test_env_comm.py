@@ -44,13 +44,13 @@ def run(env, ip=IP_JSON, master=None, node=NODE, params=None):
 
 def test_probes_share_launch_env_and_ip():
     p = C.probes(NODE, C.DEFAULTS)
-    assert p[C.IP_PROBE].startswith("LC_ALL=C ip -j addr") and "launch_env" in p
+    assert p[C.IP_PROBE].cmd.startswith("LC_ALL=C ip -j addr") and "launch_env" in p
 
 
 def test_followup_asks_master_only_when_set():
     assert C.followup({"launch_env": env0()}, NODE, {}) == {}
     f = C.followup({"launch_env": env0(MASTER_ADDR="head; rm -rf /")}, NODE, {})
-    assert "'head; rm -rf /'" in f[C.MASTER_PROBE]  # quoted
+    assert "'head; rm -rf /'" in f[C.MASTER_PROBE].cmd  # quoted
 
 
 @pytest.mark.parametrize("ip", [IP_JSON, IP_TEXT], ids=["json", "text"])

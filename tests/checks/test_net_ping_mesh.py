@@ -58,7 +58,7 @@ def test_plan_all_pairs_one_probe_per_node():
     assert "ping -q -n -c 3 -i 0.2 -W 1 -w 2" in cmd  # the fallback loop
     assert cmd.startswith("python3 -c ")
     loop = M.plan(ctx_for(4, {"pinger": "ping"}))["node01"][M.PROBE].cmd
-    assert loop.startswith("set -f;") and "python3" not in loop
+    assert loop.startswith("set -- ") and "python3" not in loop
 
 
 @pytest.mark.parametrize("n,max_pairs,per_node", [(10, 0, 9), (10, 20, 2), (128, 1024, 8), (5, 1000, 4)])

@@ -31,7 +31,7 @@ MASTER = {"MASTER_ADDR": "192.0.2.2", "MASTER_PORT": "29500"}
 
 def test_probes():
     p = P.probes(NODE, P.DEFAULTS)
-    assert p[P.LISTEN_PROBE].startswith("LC_ALL=C ss -ltnp") and "ip_local_reserved_ports" in p[P.SYSCTL_PROBE]
+    assert p[P.LISTEN_PROBE].cmd.startswith("LC_ALL=C ss -ltnp") and "ip_local_reserved_ports" in p[P.SYSCTL_PROBE].cmd
 
 
 def test_all_free_passes_and_lists_plan():

@@ -122,7 +122,7 @@ def test_rank_command_quotes_every_value_and_cleans_up():
     assert "export GLOO_SOCKET_IFNAME='eth0 $(reboot)'" in inner  # quoted by launchenv
     assert shlex.quote("/opt/my env/bin/python3; rm -rf /") in inner
     assert "trap cleanup EXIT" in cmd and "trap 'cleanup; exit 143' TERM INT HUP" in cmd
-    assert 'mktemp -d "${TMPDIR:-/tmp}/.pf-smoke.XXXXXX"' in cmd
+    assert 'mktemp -d "${TMPDIR:-/tmp}/".pf-smoke.XXXXXX' in cmd
     cfg = config_of(cmd)
     assert cfg["addr"] == "198.18.0.2" and cfg["port"] == 29400 and cfg["rank"] == 0 and cfg["world"] == 2
 

@@ -136,6 +136,15 @@ def test_run_limit_matching_nothing(refused_inventory, tmp_path):
     assert res.returncode == 2 and "no nodes selected" in one_line_error(res)
 
 
+@pytest.mark.parametrize("cmd", ["run", "gate"])
+@pytest.mark.parametrize("option", ["--limit", "--checks", "--skip"])
+@pytest.mark.parametrize("value", ["", " ", ","])
+def test_empty_selection_refused(refused_inventory, tmp_path, cmd, option, value):
+    """`--limit "$SLURM_JOB_NODELIST"` with the variable empty must not mean the whole inventory."""
+    res = cli(cmd, str(refused_inventory), option, value, *no_cfg(tmp_path))
+    assert res.returncode == 2 and f"{option} {value!r} names no" in one_line_error(res)
+
+
 def test_run_bad_option_is_usage_error(refused_inventory):
     res = cli("run", str(refused_inventory), "--format", "xml")
     assert res.returncode == 2 and "Traceback" not in res.stderr
@@ -212,10 +221,46 @@ def test_output_quiet_prints_nothing(refused_inventory, tmp_path):
     assert ET.parse(out).getroot().tag == "testsuites"
 
 
-def test_output_to_missing_directory(refused_inventory, tmp_path):
-    res = pf("run", str(refused_inventory), "--format", "json", "--output", str(tmp_path / "no" / "r.json"),
-             *no_cfg(tmp_path))
-    assert res.returncode == 4 and "Traceback" not in res.stderr and "cannot write" in res.stderr
+@pytest.mark.parametrize("cmd, option", [("run", "--output"), ("run", "--prom-output"), ("gate", "--output"),
+                                         ("gate", "--exclude-out"), ("gate", "--good-out")])
+@pytest.mark.parametrize("target", ["missing-dir", "below-a-file", "read-only-fs"])
+def test_unwritable_targets_refused_before_any_connection(tmp_path, cmd, option, target):
+    """Exit 2 at once, naming the option and the target (never the temp file), and no node is
+    reached: the inventory's only node listens on a port that would answer (and log) a connection."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    contacted, stop = [], threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                contacted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    worker = threading.Thread(target=accept, daemon=True)
+    worker.start()
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"nodes:\n  - {{name: a, host: 127.0.0.1, port: {server.getsockname()[1]}}}\n")
+    (tmp_path / "file").write_text("")
+    dest = {"missing-dir": tmp_path / "no" / "r.out", "below-a-file": tmp_path / "file" / "r.out",
+            "read-only-fs": Path("/proc/r.out")}[target]
+    fmt = ["--format", "json"] if option == "--output" else []
+    try:
+        res = pf(cmd, str(inv), *fmt, option, str(dest), *no_cfg(tmp_path))
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+        server.close()
+    line = one_line_error(res)
+    assert res.returncode == 2 and f"{option} {dest}: cannot write there" in line, line
+    assert ".r.out." not in line, "names the target, not the temp file beside it"
+    assert not contacted, "a node was reached before the target was checked"
 
 
 def test_no_ansi_when_not_a_tty(refused_inventory, tmp_path):

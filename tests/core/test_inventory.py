@@ -294,6 +294,49 @@ def test_ansible_vars_preflight_ignores_are_not_refused(tmp_path):
     assert [n.name for n in inv.nodes] == ["a", "b"]
 
 
+def test_ansible_host_in_two_groups_is_merged_by_ansible_precedence(tmp_path):
+    """Ansible's order: all < parent < child; siblings by ansible_group_priority, then name (the
+    later wins); the host's own vars over every group; a host listed twice is one node."""
+    inv = inv_of(tmp_path, """\
+        all:
+          vars: {ansible_user: base, ascend_home: /opt/all, probe_timeout: 10}
+          children:
+            train:
+              vars: {ansible_port: 2201, ascend_home: /opt/train, python: /opt/train/python3}
+              children:
+                a3:
+                  vars: {ascend_home: /opt/a3}
+                  hosts:
+                    n1: {ansible_host: 10.0.0.1}
+            beta:
+              vars: {ansible_port: 2202, ansible_user: beta, devices: 16}
+              hosts:
+                n1: {ansible_user: own}
+                n2: {ansible_host: 10.0.0.2}
+            zeta:
+              vars: {ansible_port: 2203}
+              hosts:
+                n2:
+            early:
+              vars: {ansible_group_priority: 10, ansible_port: 2210}
+              hosts:
+                n3: {ansible_host: 10.0.0.3}
+            late:
+              vars: {ansible_port: 2299}
+              hosts:
+                n3:
+        """)
+    nodes = {n.name: n for n in inv.nodes}
+    assert sorted(nodes) == ["n1", "n2", "n3"]
+    n1 = nodes["n1"]
+    assert n1.host == "10.0.0.1" and n1.ascend_home == "/opt/a3"          # child a3 over its parent train
+    assert n1.user == "own" and n1.devices == 16 and n1.probe_timeout == 10  # host vars; beta's; all's
+    assert n1.port == 2201, "train (depth 1) and beta (depth 1): 'train' sorts later, so it wins"
+    assert n1.python == "/opt/train/python3"
+    assert nodes["n2"].port == 2203, "siblings beta and zeta: the later name wins"
+    assert nodes["n3"].port == 2210, "ansible_group_priority 10 beats the name order"
+
+
 def test_ansible_unknown_group_key_refused(tmp_path):
     msg = error_of(tmp_path, """\
         all:
@@ -356,6 +399,87 @@ def test_wrong_types_refused(tmp_path, entry, key):
     assert line_of(msg) == 4 and f"{key}: " in msg
 
 
+@pytest.mark.parametrize("entry, key, says", [
+    ('ascend_home: "opt/Ascend"', "ascend_home", "not an absolute path"),
+    ('ascend_home: "/opt/x\\n$(touch /tmp/p)"', "ascend_home", "control character"),
+    ("paths: {data: [/ok, relative/dir]}", "data", "not an absolute path"),
+    ("paths: {checkpoint: ckpt}", "checkpoint", "not an absolute path"),
+    ("env_files: [set_env.sh]", "env_files", "not an absolute path"),
+    ('python: "python3 -u"', "python", "neither an absolute interpreter path nor a bare command"),
+    ('python: "$(touch /tmp/p)"', "python", "neither an absolute interpreter path nor a bare command"),
+    ('python: "-python3"', "python", "neither an absolute interpreter path nor a bare command"),
+    ('env: {HCCL_SOCKET_IFNAME: "eth0;reboot"}', "HCCL_SOCKET_IFNAME", "not a list of interface names"),
+    ('env: {GLOO_SOCKET_IFNAME: "^eth0"}', "GLOO_SOCKET_IFNAME", "not a list of interface names"),
+    ('env: {NCCL_SOCKET_IFNAME: "a-name-longer-than-15"}', "NCCL_SOCKET_IFNAME", "not a list of interface names"),
+    ('env: {NCCL_SOCKET_IFNAME: "eth0 eth1"}', "NCCL_SOCKET_IFNAME", "not a list of interface names"),
+])
+def test_values_with_a_grammar_refused_at_load(tmp_path, entry, key, says):
+    """Paths, the interpreter and interface names have a grammar: a value outside it is refused
+    with file:line before any node is reached (probes quote every value regardless)."""
+    msg = error_of(tmp_path, f"""\
+        nodes:
+          - name: a
+            host: h
+            {entry}
+        """)
+    assert line_of(msg) == 4 and f"{key}: " in msg and says in msg, msg
+
+
+def test_values_inside_the_grammar_load(tmp_path):
+    inv = load(write(tmp_path, """\
+        nodes:
+          - name: a
+            host: h
+            ascend_home: /opt/my Ascend
+            python: /opt/conda envs/bin/python3.11
+            paths: {data: [/data/set 1], checkpoint: /ckpt}
+            env_files: [/etc/profile.d/ascend env.sh]
+            env: {HCCL_SOCKET_IFNAME: "^=docker0,lo", NCCL_SOCKET_IFNAME: "=enp1s0f0.100", GLOO_SOCKET_IFNAME: "eth0,ib0"}
+          - name: b
+            host: h2
+            python: python3
+        """))
+    a, b = inv.nodes
+    assert a.python == "/opt/conda envs/bin/python3.11" and b.python == "python3"
+    assert a.env["HCCL_SOCKET_IFNAME"] == "^=docker0,lo" and a.data_paths == ["/data/set 1"]
+
+
+@pytest.mark.parametrize("where", ["top", "node", "defaults"])
+@pytest.mark.parametrize("param, value, says", [
+    ("storage.disk: {min_free_gib", '"lots"}', "storage.disk expects an integer (its default is 50), got str 'lots'"),
+    ("storage.disk: {write_test", "maybe}", "expects true or false"),
+    ("net.ping_mesh: {interval", "fast}", "expects a number"),
+    ("net.ping_mesh: {count", "2.5}", "expects an integer"),
+    ("net.ports: {extra_ports", "8080}", "expects a list"),
+])
+def test_check_parameter_types_refused_at_load(tmp_path, where, param, value, says):
+    """The type a parameter takes is its default's (DEFAULTS): a wrong one is exit 2 with
+    file:line naming the key, not an internal error in the middle of a run."""
+    entry = f"checks: {{{param}: {value}}}"
+    top, node, defaults = (entry, "", "") if where == "top" else ("", entry, "") if where == "node" else ("", "", entry)
+    text = (f"{top}\n" if top else "") + (f"defaults:\n  {defaults}\n" if defaults else "") + \
+        f"nodes:\n  - name: a\n    host: h\n" + (f"    {node}\n" if node else "")
+    p = tmp_path / "inv.yaml"
+    p.write_text(text)
+    with pytest.raises(InventoryError) as exc:
+        load(p, ssh_config=str(tmp_path / "none"))
+    msg = str(exc.value)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "checks:" in ln)
+    key = param.split("{")[1]
+    assert msg.startswith(f"{p}:{line}: {key}: ") and says in msg, msg
+
+
+def test_check_parameter_types_that_fit_load(tmp_path):
+    inv = load(write(tmp_path, """\
+        checks:
+          storage.disk: {min_free_gib: 100, write_test: false}
+          net.ping_mesh: {interval: 1, count: 5}
+          smoke.allreduce: {port: 29500, nodes: [a]}
+        nodes: [{name: a, host: h}]
+        """), ssh_config=str(tmp_path / "none"))
+    assert inv.checks["net.ping_mesh"]["interval"] == 1
+
+
 def test_duplicate_names_name_both_lines(tmp_path):
     msg = error_of(tmp_path, """\
         nodes:
@@ -402,6 +526,12 @@ def test_limit_bad_syntax(tmp_path):
     ("env: {HCCL_SOCKET_IFNAME: no}", "HCCL_SOCKET_IFNAME", "no"),
     ("env: {GLOO_SOCKET_IFNAME: off}", "GLOO_SOCKET_IFNAME", "off"),
     ("devices: 010", "devices", "010"),
+    ("devices: 0x1A", "devices", "hexadecimal"),
+    ("port: 0b101", "port", "binary"),
+    ("probe_timeout: 1_000", "probe_timeout", "underscores"),
+    ("connect_timeout: 1_0.5", "connect_timeout", "underscores"),
+    ("env: {HCCL_BUFFSIZE: 0x1A}", "HCCL_BUFFSIZE", "0x1A"),
+    ("checks: {storage.disk: {min_free_gib: 1_000}}", "min_free_gib", "1_000"),
 ])
 def test_yaml_11_traps_refused_asking_to_quote(tmp_path, entry, key, shown):
     msg = error_of(tmp_path, f"""\
@@ -419,9 +549,11 @@ def test_yaml_11_traps_quoted_pass(tmp_path):
           - name: a
             host: h
             devices: 10
-            env: {CANN_VERSION: "8.10", HCCL_SOCKET_IFNAME: "no", PORTS: "22:22", MASK: "010", "ON": "yes"}
+            env: {CANN_VERSION: "8.10", HCCL_SOCKET_IFNAME: "no", PORTS: "22:22", MASK: "010", "ON": "yes",
+                  ID: "0x1A", BITS: "0b101", BIG: "1_000"}
         """).nodes[0]
-    assert n.env == {"CANN_VERSION": "8.10", "HCCL_SOCKET_IFNAME": "no", "PORTS": "22:22", "MASK": "010", "ON": "yes"}
+    assert n.env == {"CANN_VERSION": "8.10", "HCCL_SOCKET_IFNAME": "no", "PORTS": "22:22", "MASK": "010", "ON": "yes",
+                     "ID": "0x1A", "BITS": "0b101", "BIG": "1_000"}
     assert n.devices == 10
 
 
@@ -580,16 +712,63 @@ def test_directory_instead_of_file(tmp_path):
     assert str(tmp_path) in str(exc.value) and "cannot read" in str(exc.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def _load_as(uid: int, gid: int, path: Path) -> str:
+    """load(path) in a forked child that has dropped to uid/gid (no new interpreter: the one
+    running the tests may live where that user cannot read). Returns "ok" or the error line."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop root for good, try, report, leave without cleanup handlers
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            try:
+                load(path, ssh_config="/nonexistent")
+                msg = "ok"
+            except InventoryError as exc:
+                msg = str(exc)
+            os.write(w, msg.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
 def test_unreadable_file(tmp_path):
-    p = write(tmp_path, "nodes: [{name: a, host: h}]\n")
-    p.chmod(0)
+    """As an unprivileged user (root reads any file): a 0000 inventory is a one-line error naming
+    it; the same file at 0644 loads, so the refusal is the file's mode and not the directory."""
+    import pwd
+    import tempfile
+
+    if os.geteuid() == 0:
+        who = pwd.getpwnam("nobody")
+        uid, gid = who.pw_uid, who.pw_gid
+        run = lambda path: _load_as(uid, gid, path)  # noqa: E731
+    else:
+        def run(path):
+            try:
+                load(path, ssh_config="/nonexistent")
+                return "ok"
+            except InventoryError as exc:
+                return str(exc)
+    folder = Path(tempfile.mkdtemp(prefix="pf-unreadable-"))  # not under root's 0700 pytest dir
     try:
-        with pytest.raises(InventoryError) as exc:
-            load(p)
-        assert "Permission denied" in str(exc.value)
+        folder.chmod(0o755)
+        p = folder / "inv.yaml"
+        p.write_text("nodes: [{name: a, host: h}]\n")
+        p.chmod(0o644)
+        assert run(p) == "ok"
+        p.chmod(0)
+        msg = run(p)
+        assert msg.startswith(f"{p}: cannot read inventory") and "Permission denied" in msg, msg
     finally:
-        p.chmod(0o600)
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
 
 
 def test_not_utf8(tmp_path):

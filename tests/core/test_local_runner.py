@@ -12,7 +12,7 @@ import types
 import pytest
 
 from preflight import registry, runner
-from preflight.checkapi import ClusterContext, Finding, ParseError, Probe
+from preflight.checkapi import ClusterContext, Finding, ParseError, Probe, cmd
 from preflight.inventory import load
 from preflight.model import CommandOutput, NodeStateKind, Status
 from preflight.registry import CheckInfo
@@ -30,7 +30,7 @@ def module(name: str, **attrs) -> types.ModuleType:
 
 
 def node_check(cid: str, probes=None, parse=None, evaluate=None, requires=(), defaults=None) -> CheckInfo:
-    probes = probes or (lambda node, params: {"hello": "echo hello"})
+    probes = probes or (lambda node, params: {"hello": cmd("echo hello")})
     parse = parse or (lambda outs: {k: o.stdout.strip() for k, o in outs.items()})
     evaluate = evaluate or (lambda facts, params, node: [Finding(Status.PASS, f"{cid} saw {facts}")])
     return CheckInfo(cid, "node", module(cid, probes=probes, parse=parse, evaluate=evaluate), tuple(requires), (),
@@ -99,8 +99,8 @@ def test_run_batch_sends_identical_commands_once(inventory):
     node = inventory("n1").nodes[0]
     s = RecordingSession()
     got = run_batch(s, node, {
-        "a": {"v": "cat /etc/version", "x": "uname -r"},
-        "b": {"ver": Probe("cat /etc/version", timeout=120), "y": "hostname"},
+        "a": {"v": cmd("cat /etc/version"), "x": cmd("uname -r")},
+        "b": {"ver": cmd("cat /etc/version", timeout=120), "y": cmd("hostname")},
         "c": {},
     }, threading.Event())
     assert len(s.calls) == 1, "one batch per node"
@@ -130,8 +130,8 @@ def test_runner_dedups_probes_of_two_checks(checks, inventory):
         def close(self):
             pass
 
-    checks(node_check("fake.a", probes=lambda n, p: {"v": "cat /etc/os-release"}),
-           node_check("fake.b", probes=lambda n, p: {"os": "cat /etc/os-release", "k": "uname -r"}))
+    checks(node_check("fake.a", probes=lambda n, p: {"v": cmd("cat /etc/os-release")}),
+           node_check("fake.b", probes=lambda n, p: {"os": cmd("cat /etc/os-release"), "k": cmd("uname -r")}))
     rep = Runner(inventory("n1"), T(), Options()).run()
     assert [sorted(p.cmd for p in c) for c in s.calls] == [["cat /etc/os-release", "uname -r"]]
     assert one(rep, "fake.a", "n1").status is Status.PASS and one(rep, "fake.b", "n1").status is Status.PASS
@@ -146,7 +146,7 @@ def test_local_run_end_to_end(checks, inventory):
         seen[node.name] = (facts, params)
         return [Finding(Status.PASS, "ok")]
 
-    checks(node_check("fake.echo", probes=lambda n, p: {"who": f"echo {n.name}", "rc": "exit 3"},
+    checks(node_check("fake.echo", probes=lambda n, p: {"who": cmd("echo {n}", n=n.name), "rc": cmd("exit 3")},
                       parse=lambda outs: (outs["who"].stdout.strip(), outs["rc"].rc),
                       evaluate=evaluate, defaults={"limit": 1, "other": "d"}))
     inv = inventory("alpha", "beta", extra="checks:\n  fake.echo: {limit: 5}\n")
@@ -188,6 +188,18 @@ def test_parse_raising_anything_else_is_an_internal_error(checks, inventory):
     checks(node_check("fake.keyerr", parse=lambda outs: outs["missing"]))
     r = one(Runner(inventory("n1"), LocalTransport(), Options()).run(), "fake.keyerr", "n1")
     assert r.status is Status.ERROR and "KeyError" in r.summary
+
+
+def test_a_plain_string_probe_is_refused_and_never_runs(checks, inventory, tmp_path):
+    """The safe way is the only way: a probe must be a Probe built by checkapi.cmd() (which quotes
+    every value); an f-string handed over as a plain str is the check's error and does not run."""
+    marker = tmp_path / "ran"
+    checks(node_check("fake.fstring", probes=lambda n, p: {"x": f"touch {marker}"}), node_check("fake.fine"))
+    rep = Runner(inventory("n1"), LocalTransport(), Options()).run()
+    r = one(rep, "fake.fstring", "n1")
+    assert r.status is Status.ERROR and "checkapi.cmd()" in r.summary
+    assert one(rep, "fake.fine", "n1").status is Status.PASS
+    assert not marker.exists()
 
 
 def test_probes_raising_does_not_crash_the_run(checks, inventory):
@@ -270,7 +282,7 @@ def test_cluster_check_sees_reachable_nodes_only(checks, inventory):
         seen["unreachable"] = ctx.unreachable
         return [Finding(Status.FAIL, "up2 differs", remediation="make it agree", node="up2")]
 
-    checks(node_check("fake.a", probes=lambda n, p: {"h": f"echo {n.name}"}),
+    checks(node_check("fake.a", probes=lambda n, p: {"h": cmd("echo {n}", n=n.name)}),
            cluster_check("fake.cluster", evaluate, uses=("fake.a",)))
     rep = Runner(inventory("up1", "up2", "down1"), MixedTransport(), Options(checks=["fake.cluster"])).run()
     assert seen["nodes"] == ["up1", "up2"] and seen["unreachable"] == ("down1",)
@@ -295,7 +307,7 @@ def test_cluster_plan_runs_targeted_probes(checks, inventory):
     got = {}
 
     def plan(ctx):
-        return {n: {"ping": f"echo pong-{n}"} for n in ctx.nodes}
+        return {n: {"ping": cmd("echo pong-{n}", n=n)} for n in ctx.nodes}
 
     def evaluate(ctx):
         got.update({n: o["ping"].stdout.strip() for n, o in ctx.planned.items()})
@@ -372,7 +384,7 @@ def test_deadline_node_that_stops_on_cancel_is_timeout(checks, inventory):
 
 
 def test_deadline_real_local_sleep(checks, inventory):
-    checks(node_check("fake.sleep", probes=lambda n, p: {"s": "sleep 45.625"}))
+    checks(node_check("fake.sleep", probes=lambda n, p: {"s": cmd("sleep 45.625")}))
     t0 = time.monotonic()
     rep = Runner(inventory("n1"), LocalTransport(), Options(deadline=0.7)).run()
     assert time.monotonic() - t0 < 10

@@ -2,7 +2,7 @@
 again with ctx.planned filled, up to the module's PLAN_ROUNDS, and stops when it returns nothing."""
 from __future__ import annotations
 
-from preflight.checkapi import Finding
+from preflight.checkapi import Finding, cmd
 from preflight.model import Status
 from preflight.runner import Options, Runner
 from preflight.transport.local import LocalTransport
@@ -14,9 +14,9 @@ def two_round_check(rounds: int, calls: list):
         calls.append({n: sorted(o) for n, o in ctx.planned.items()})
         done = {name for outs in ctx.planned.values() for name in outs}
         if "r1" not in done:
-            return {n: {"r1": "echo one"} for n in ctx.nodes}
+            return {n: {"r1": cmd("echo one")} for n in ctx.nodes}
         if "r2" not in done:
-            return {"n1": {"r2": "echo two"}}
+            return {"n1": {"r2": cmd("echo two")}}
         return {}
 
     def evaluate(ctx):

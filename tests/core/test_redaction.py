@@ -1,0 +1,132 @@
+"""Secrets never leave in an output: `--record` recordings (meant for bug reports), inventory
+error messages and reports all redact secret-named values with one rule (preflight.redact)."""
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from preflight import redact
+from preflight.inventory import InventoryError, load
+from preflight.runner import Options, Runner
+from preflight.transport.local import LocalTransport
+from preflight.transport.replay import Recorder, ReplayTransport
+from tests.core.test_cli import pf
+from tests.core.test_local_runner import checks  # noqa: F401 - fixture
+
+INV_SECRET = "inv-s3cr3t-'quoted' value"
+FILE_SECRET = "envfile-s3cr3t-9f8e7d"
+CHECKS = ["env.comm", "sw.consistency", "cann.env"]  # all three read the launch environment
+
+
+@pytest.fixture
+def secret_inventory(tmp_path: Path) -> Path:
+    env_file = tmp_path / "secrets.sh"
+    env_file.write_text(f"export DB_PASSWORD={FILE_SECRET}\n")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(textwrap.dedent(f"""\
+        nodes:
+          - name: n1
+            host: localhost
+            python: {sys.executable}
+            env_files: [{env_file}]
+            env:
+              HF_TOKEN: "{INV_SECRET.replace('"', '')}"
+              PLAIN_SETTING: visible-value
+        """))
+    return inv
+
+
+def _summaries(report) -> list[tuple]:
+    return sorted((r.check, r.node, r.status.value, r.summary) for r in report.results)
+
+
+def test_recording_is_redacted_private_and_replays(secret_inventory: Path, tmp_path: Path):
+    inv = load(secret_inventory, ssh_config=str(tmp_path / "no-ssh-config"))
+    folder = tmp_path / "rec"
+    rec = Recorder(str(folder))
+    live = Runner(inv, LocalTransport(), Options(checks=CHECKS), recorder=rec).run()
+    rec.write()
+
+    files = sorted(folder.iterdir())
+    assert [f.name for f in files] == ["n1.json"]
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+    text = files[0].read_text()
+    assert INV_SECRET.replace('"', "").split("'")[0] not in text and FILE_SECRET not in text
+    assert "export HF_TOKEN=********" in text, "the launch script's export is redacted, not dropped"
+    assert "DB_PASSWORD=********" in text and "HF_TOKEN=********" in text  # the env -0 records
+    assert "visible-value" in text, "only secret-named values are redacted"
+
+    replayed = Runner(inv, ReplayTransport(str(folder)), Options(checks=CHECKS)).run()
+    assert "not in the recording" not in repr(replayed)
+    assert _summaries(replayed) == _summaries(live)
+
+
+def test_recording_folder_is_0700_whatever_the_umask(tmp_path: Path):
+    old = os.umask(0)
+    try:
+        Recorder(str(tmp_path / "deep" / "rec"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "deep" / "rec").stat().st_mode) == 0o700
+
+
+def test_redact_command_at_every_quoting_depth():
+    import shlex
+
+    env = {"API_TOKEN": "it's secret", "HOME_DIR": "/home/x"}
+    plain = f"export API_TOKEN={shlex.quote(env['API_TOKEN'])}; export HOME_DIR=/home/x"
+    for text in (plain, f"bash -c {shlex.quote(plain)}", f"sh -c {shlex.quote('bash -c ' + shlex.quote(plain))}"):
+        out = redact.command(text, env)
+        assert "secret" not in out and "export API_TOKEN=********" in out and "/home/x" in out
+
+
+@pytest.mark.parametrize("body", [
+    "env: {API_TOKEN: 0x5ec7e7}",            # YAML 1.1 trap message
+    "env: {DB_PASSWORD: [hunter2x]}",        # wrong type message
+    "env: {AWS_SECRET_ACCESS_KEY: {a: hunter2x}}",
+])
+def test_inventory_errors_never_echo_a_secret_value(tmp_path: Path, body: str):
+    p = tmp_path / "inv.yaml"
+    p.write_text(f"nodes:\n  - name: a\n    host: h\n    {body}\n")
+    with pytest.raises(InventoryError) as exc:
+        load(p, ssh_config=str(tmp_path / "none"))
+    msg = str(exc.value)
+    assert f"{p}:4" in msg and "hunter2x" not in msg and "5ec7e7" not in msg, msg
+    res = pf("run", str(p))
+    assert res.returncode == 2 and "hunter2x" not in res.stderr + res.stdout and "5ec7e7" not in res.stderr
+
+
+def test_a_plain_key_error_still_shows_its_value(tmp_path: Path):
+    p = tmp_path / "inv.yaml"
+    p.write_text("nodes:\n  - name: a\n    host: h\n    env: {HCCL_BUFFSIZE: 0x1A}\n")
+    with pytest.raises(InventoryError, match="0x1A"):
+        load(p, ssh_config=str(tmp_path / "none"))
+
+
+def test_reports_redact_what_a_check_echoed(checks, tmp_path: Path):
+    """A check that echoes the launch command or a secret value into a finding: every reporter
+    reads the Report, and the Report holds the marker instead of the value."""
+    from preflight import launchenv
+    from preflight.checkapi import Finding, Status, cmd
+    from preflight.report.json_report import render
+    from tests.core.test_local_runner import node_check
+
+    def evaluate(facts, params, node):
+        return [Finding(Status.FAIL, f"saw {node.env['HF_TOKEN']}", {"env": dict(node.env), "out": facts},
+                        remediation=f"run `{launchenv.command(node, 'env')}`")]
+
+    checks(node_check("fake.leaky", probes=lambda n, p: {"e": cmd("printf '%s' \"$HF_TOKEN\"")},
+                      evaluate=evaluate))
+    p = tmp_path / "inv.yaml"
+    p.write_text('nodes:\n  - name: n1\n    host: localhost\n    env: {HF_TOKEN: "hf_abcdef123456", MODE: "x"}\n')
+    rep = Runner(load(p, ssh_config=str(tmp_path / "none")), LocalTransport(), Options()).run()
+    text = render(rep)
+    assert "hf_abcdef123456" not in text and "hf_abcdef123456" not in repr(rep)
+    r = next(x for x in rep.results if x.check == "fake.leaky")
+    assert "export HF_TOKEN=********" in r.remediation and r.details["env"]["MODE"] == "x"
