@@ -16,11 +16,10 @@ Skips on a node with no `container:`.
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight.checkapi import (CommandOutput, Finding, Probe, Status, first_line, passed, require_ok, skipped,
+from preflight.checkapi import (CommandOutput, Finding, Probe, cmd, sh, Status, first_line, passed, require_ok, skipped,
                                 tool_failure)
 
 ID = "container.runtime"
@@ -49,21 +48,19 @@ class Facts:
     driver_dir: str = ""
 
 
-def probes(node, params) -> dict[str, str | Probe]:
+def probes(node, params) -> dict[str, Probe]:
     c = node.container
     if c is None:
         return {}
-    q = shlex.quote
-    rt = q(c.runtime)
-    out: dict[str, str | Probe] = {VERSION: f"{rt} version --format '{{{{.Client.Version}}}}'"}
+    out: dict[str, Probe] = {VERSION: cmd("{rt} version --format {fmt}", rt=c.runtime, fmt="{{.Client.Version}}")}
     if c.name:
-        out[INSPECT] = (f"{rt} container inspect --format "
-                        f"'{{{{.State.Status}}}} {{{{.Image}}}} {{{{.HostConfig.NetworkMode}}}}' {q(c.name)}")
+        out[INSPECT] = cmd("{rt} container inspect --format {fmt} {name}", rt=c.runtime, name=c.name,
+                           fmt="{{.State.Status}} {{.Image}} {{.HostConfig.NetworkMode}}")
     else:
-        out[INSPECT] = f"{rt} image inspect --format '{{{{.Id}}}}' {q(c.image)}"
-    driver = q(f"{node.ascend_home.rstrip('/')}/driver/lib64")
-    out[INSIDE] = Probe(f"for f in /dev/davinci* {' '.join(CONTROL_DEVICES[1:])}; do [ -e \"$f\" ] && echo \"dev $f\"; done; "
-                        f"[ -d {driver} ] && echo driver", job=True)
+        out[INSPECT] = cmd("{rt} image inspect --format {fmt} {image}", rt=c.runtime, image=c.image, fmt="{{.Id}}")
+    inside = sh('for f in /dev/davinci* {devices}; do [ -e "$f" ] && echo "dev $f"; done; [ -d {driver} ] && echo driver',
+                devices=list(CONTROL_DEVICES[1:]), driver=f"{node.ascend_home.rstrip('/')}/driver/lib64")
+    out[INSIDE] = Probe(inside, job=True)
     return out
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight import launchenv
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, first_line, passed, q, require_ok
+from preflight.checkapi import Probe, cmd, sh, CommandOutput, Finding, ParseError, Status, first_line, passed, require_ok
 from preflight.model import worst
 from preflight.nvidia import nvidia_smi, probes as nv
 
@@ -66,10 +66,11 @@ class Facts:
     visible_devices: str | None = None
 
 
-def probes(node, params) -> dict[str, str]:
-    return {nv.SMI_PROBE: nv.NVIDIA_SMI,
-            PY_PROBE: launchenv.command(node, f"echo \"@@visible ${{CUDA_VISIBLE_DEVICES-@unset}}\"; "
-                                              f"{q(node.python)} -c {q(SCRIPT)}")}
+def probes(node, params) -> dict[str, Probe]:
+    # ${CUDA_VISIBLE_DEVICES-@unset}: braces doubled, sh() fills {fields}
+    return {nv.SMI_PROBE: cmd(nv.NVIDIA_SMI),
+            PY_PROBE: cmd(launchenv.command(node, sh("echo \"@@visible ${{CUDA_VISIBLE_DEVICES-@unset}}\"; {py} -c {src}",
+                                                     py=node.python, src=SCRIPT)))}
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:

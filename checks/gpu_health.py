@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, passed
+from preflight.checkapi import Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
 from preflight.model import worst
 from preflight.nvidia import nvidia_smi, probes as nv, xid
 
@@ -76,8 +76,8 @@ class Facts:
     xids: tuple[xid.XidEvent, ...] = field(default_factory=tuple)
 
 
-def probes(node, params) -> dict[str, str]:
-    return {nv.QUERY_PROBE: nv.NVIDIA_SMI_Q, nv.KERNEL_PROBE: nv.KERNEL_LOG}
+def probes(node, params) -> dict[str, Probe]:
+    return {nv.QUERY_PROBE: cmd(nv.NVIDIA_SMI_Q), nv.KERNEL_PROBE: cmd(nv.KERNEL_LOG)}
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:

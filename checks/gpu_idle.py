@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed, skipped
+from preflight.checkapi import Probe, cmd, CommandOutput, Finding, Metric, Status, passed, skipped
 from preflight.nvidia import nvidia_smi, probes as nv
 
 ID = "gpu.idle"
@@ -35,8 +35,8 @@ class Facts:
     table: nvidia_smi.Table | None = None
 
 
-def probes(node, params) -> dict[str, str]:
-    return {nv.SMI_PROBE: nv.NVIDIA_SMI}
+def probes(node, params) -> dict[str, Probe]:
+    return {nv.SMI_PROBE: cmd(nv.NVIDIA_SMI)}
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:

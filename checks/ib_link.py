@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping
 
-from preflight.checkapi import CommandOutput, Finding, Metric, Status, passed, require_ok, skipped
+from preflight.checkapi import Probe, cmd, CommandOutput, Finding, Metric, Status, passed, require_ok, skipped
 from preflight.nvidia import ibstat, probes as nv
 
 ID = "ib.link"
@@ -37,8 +37,8 @@ class Facts:
     ports: tuple[ibstat.Port, ...] = ()
 
 
-def probes(node, params) -> dict[str, str]:
-    return {nv.IB_PROBE: nv.IB_PORTS}
+def probes(node, params) -> dict[str, Probe]:
+    return {nv.IB_PROBE: cmd(nv.IB_PORTS)}
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:

@@ -13,24 +13,24 @@ has none of them.
 """
 from __future__ import annotations
 
-from ..checkapi import CommandOutput, Finding, first_line, require_ok, tool_failure
+from ..checkapi import CommandOutput, Finding, first_line, require_ok, sh, tool_failure
 
-NVIDIA_SMI = "nvidia-smi"
-NVIDIA_SMI_Q = "nvidia-smi -q"
+NVIDIA_SMI = sh("nvidia-smi")
+NVIDIA_SMI_Q = sh("nvidia-smi -q")
 SMI_PROBE, QUERY_PROBE, KERNEL_PROBE, IB_PROBE = "nvidia_smi", "nvidia_smi_q", "kernel_log", "ib_ports"
 XID_FILTER = "grep -F 'NVRM: Xid' | tail -n 500"
-KERNEL_LOG = (
+KERNEL_LOG = sh(
     "if dmesg >/dev/null 2>&1; then echo '@@source dmesg'; dmesg 2>/dev/null | " + XID_FILTER + "; "
     "elif journalctl -k -b -q --no-pager >/dev/null 2>&1; then echo '@@source journalctl -k -b'; "
     "journalctl -k -b -q --no-pager 2>/dev/null | " + XID_FILTER + "; "
     "else echo '@@unreadable'; dmesg 2>&1 | head -n 1; fi; true"
 )
-IB_PORTS = (
+IB_PORTS = sh(  # braces doubled: sh() fills {fields}; this template has none
     "if command -v ibstat >/dev/null 2>&1 && ibstat >/dev/null 2>&1; then echo '@@source ibstat'; ibstat 2>&1; "
     "elif command -v ibstatus >/dev/null 2>&1 && ibstatus >/dev/null 2>&1; then echo '@@source ibstatus'; ibstatus 2>&1; "
     "elif [ -d /sys/class/infiniband ]; then echo '@@source sysfs'; "
     "for p in /sys/class/infiniband/*/ports/*; do [ -d \"$p\" ] || continue; "
-    "ca=${p%/ports/*}; echo \"@@port ${ca##*/} ${p##*/}\"; "
+    "ca=${{p%/ports/*}}; echo \"@@port ${{ca##*/}} ${{p##*/}}\"; "
     "for f in state phys_state rate link_layer; do printf '%s: ' $f; cat \"$p/$f\" 2>/dev/null || echo; done; done; "
     "else echo '@@none'; fi"
 )

@@ -23,9 +23,9 @@ def judge(node, **kw):
 
 def test_probes_name_the_container_and_look_inside_it():
     p = cr.probes(NAMED, {})
-    assert "container inspect" in p[cr.INSPECT] and p[cr.INSPECT].endswith(" job")
+    assert "container inspect" in p[cr.INSPECT].cmd and p[cr.INSPECT].cmd.endswith(" job")
     assert isinstance(p[cr.INSIDE], Probe) and p[cr.INSIDE].job is True
-    assert "image inspect" in cr.probes(IMAGE, {})[cr.INSPECT]
+    assert "image inspect" in cr.probes(IMAGE, {})[cr.INSPECT].cmd
     assert cr.probes(Node("n1", "h"), {}) == {}
 
 

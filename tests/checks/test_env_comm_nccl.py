@@ -26,7 +26,7 @@ def run(ib: str | None = IBSTAT, **env):
 
 
 def test_probe_asks_ib_ports_on_nvidia_nodes_only():
-    assert C.probes(GPU, C.DEFAULTS)[nv.IB_PROBE] == nv.IB_PORTS
+    assert C.probes(GPU, C.DEFAULTS)[nv.IB_PROBE].cmd == nv.IB_PORTS
     assert nv.IB_PROBE not in C.probes(Node(name="n", host="h", backend="ascend"), C.DEFAULTS)
 
 

@@ -2,6 +2,8 @@
 reason (no probe sent), the checklist split by backend when both are present."""
 from __future__ import annotations
 
+from preflight.checkapi import cmd
+
 import dataclasses
 
 from preflight import backend as B
@@ -56,9 +58,9 @@ def _with_backend(info, backend):
 
 
 def test_auto_nodes_get_their_backend_and_other_backend_checks_skip_without_probes(checks, inventory):
-    checks(_with_backend(node_check("npu.fake", probes=lambda n, p: {"a": "npu-probe"}), "ascend"),
-           _with_backend(node_check("gpu.fake", probes=lambda n, p: {"g": "gpu-probe"}), "nvidia"),
-           node_check("any.fake", probes=lambda n, p: {"e": "env-probe"}))
+    checks(_with_backend(node_check("npu.fake", probes=lambda n, p: {"a": cmd("npu-probe")}), "ascend"),
+           _with_backend(node_check("gpu.fake", probes=lambda n, p: {"g": cmd("gpu-probe")}), "nvidia"),
+           node_check("any.fake", probes=lambda n, p: {"e": cmd("env-probe")}))
     t = Transport({"n1": ["npu-smi"], "n2": ["nvidia-smi"]})
     rep = Runner(inventory("n1", "n2"), t, Options()).run()
     res = {(r.check, r.node): r for r in rep.results}

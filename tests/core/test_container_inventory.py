@@ -8,6 +8,7 @@ import pytest
 
 from preflight.container import Container, job_command
 from preflight.node import Node
+from preflight.checkapi import Probe
 from preflight.runner import _spec
 from tests.core.test_inventory import error_of, inv_of
 from tests.core.test_privilege import info
@@ -41,14 +42,14 @@ def test_job_probe_becomes_one_quoted_runtime_call_that_needs_root():
     node = Node("a", "h", become="sudo", container=Container("podman", name="my job"))
     job = info()
     job.where = "job"
-    spec = _spec("echo \"it's $HOME\"", node, job)
+    spec = _spec(Probe("echo \"it's $HOME\""), node, job)
     assert spec.job and spec.root and spec.timeout == node.probe_timeout + 15
     argv = shlex.split(spec.cmd)
     assert argv[:3] == ["podman", "exec", "my job"] and argv[-1] == "echo \"it's $HOME\""
     host = info()
     host.where = "host"
-    assert _spec("echo hi", node, host).cmd == "echo hi"  # host checks stay on the host
-    assert not _spec("echo hi", Node("a", "h"), job).job  # no container: the host
+    assert _spec(Probe("echo hi"), node, host).cmd == "echo hi"  # host checks stay on the host
+    assert not _spec(Probe("echo hi"), Node("a", "h"), job).job  # no container: the host
 
 
 def test_image_run_is_removed_and_never_pulls():

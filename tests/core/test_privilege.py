@@ -76,17 +76,17 @@ def info(privilege="user", group=None, where="host"):
 
 def test_probe_privilege_comes_from_the_check_unless_the_probe_says():
     node = Node("a", "h", become="sudo")
-    assert _spec("x", node, info("root")).mode == "r,,root"
-    assert _spec("x", node, info("user")).mode == "-"
+    assert _spec(Probe("x"), node, info("root")).mode == "r,,root"
+    assert _spec(Probe("x"), node, info("user")).mode == "-"
     assert _spec(Probe("x", root=False), node, info("root")).mode == "-"
     assert _spec(Probe("x", root=True), node, info("user")).mode == "r,,root"
-    assert _spec("x", node, info("root", "HwHiAiUser")).mode == "r,HwHiAiUser,root"
-    assert _spec("x", Node("a", "h"), info("root")).mode == "r,,"  # no become: not run unless root
+    assert _spec(Probe("x"), node, info("root", "HwHiAiUser")).mode == "r,HwHiAiUser,root"
+    assert _spec(Probe("x"), Node("a", "h"), info("root")).mode == "r,,"  # no become: not run unless root
 
 
 def test_one_command_for_several_checks_runs_once_with_the_most_privilege():
     node = Node("a", "h", become="sudo", become_user="admin")
-    merged = _merge(_spec("x", node, info("user")), _spec("x", node, info("root", "HwHiAiUser")))
+    merged = _merge(_spec(Probe("x"), node, info("user")), _spec(Probe("x"), node, info("root", "HwHiAiUser")))
     assert (merged.root, merged.group, merged.become) == (True, "HwHiAiUser", "admin")
 
 
@@ -102,7 +102,7 @@ class _Session:
 def test_run_batch_marks_probes_by_their_checks_policy():
     s = _Session()
     checks = {"r": info("root"), "u": info("user")}
-    run_batch(s, Node("a", "h", become="sudo"), {"r": {"p": "hccn"}, "u": {"p": "df", "q": "hccn"}}, None,
+    run_batch(s, Node("a", "h", become="sudo"), {"r": {"p": Probe("hccn")}, "u": {"p": Probe("df"), "q": Probe("hccn")}}, None,
               checks=checks)
     modes = {sp.cmd: sp.mode for sp in s.specs}
     assert modes == {"hccn": "r,,root", "df": "-"}
