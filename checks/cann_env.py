@@ -37,6 +37,8 @@ from preflight.ascend import versions
 ID = "cann.env"
 SCOPE = "node"
 GATE = True
+# What to do with a fail/warn (preflight/actions.py): the CANN environment is configuration.
+ACTIONS = (("", "fix_config", "set_env.sh, LD_LIBRARY_PATH and driver/firmware versions (docs/FAILURES.md row 22)"),)
 DEFAULTS: dict = {}
 SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")
 TOOLKIT_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")

@@ -88,6 +88,7 @@ class Result:
     details: dict[str, Any] = field(default_factory=dict)
     remediation: str | None = None
     duration_s: float = 0.0
+    action: str | None = None  # fail/warn: what to do (preflight.actions.ACTIONS); else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +98,7 @@ class Result:
             "summary": self.summary,
             "details": self.details,
             "remediation": self.remediation,
+            "action": self.action,
             "duration_s": round(self.duration_s, 3),
         }
 
@@ -124,6 +126,7 @@ class Report:
     tool_version: str = ""
     strict: bool = False
     interrupted: bool = False
+    run_id: str = ""  # unique per run (runner: uuid4), so every stored or shipped report is findable
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.ERROR)}

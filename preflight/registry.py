@@ -33,6 +33,7 @@ class CheckInfo:
     privilege: str = "user"
     cost: str = "light"
     node_params: tuple[str, ...] = ()
+    actions: tuple = ()  # preflight.actions.Rule rows from the module's ACTIONS
 
     def policy_text(self) -> str:
         """The policy as `preflight explain` prints it: one line a person can act on."""
@@ -90,6 +91,11 @@ def policy(module: ModuleType) -> dict[str, Any]:
             raise ContractError(f"{module.__name__}: TREND_METRIC must be (metric name, rising is bad)")
         out["trend_metric"] = metric
     out["node_params"] = tuple(out["node_params"])
+    from .actions import RuleError, rules
+    try:
+        out["actions"] = rules(out["actions"], module.__name__)
+    except RuleError as exc:
+        raise ContractError(str(exc)) from None
     if out["on_busy"] == "skip" and not out["busy_reason"]:
         raise ContractError(f"{module.__name__}: ON_BUSY = 'skip' needs a BUSY_REASON")
     if out["on_busy"] == "report" and not callable(getattr(module, "busy", None)):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from . import __version__
+from . import __version__, actions
 from .checkapi import ClusterContext, Finding, ParseError, Probe
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
@@ -93,6 +94,7 @@ class Runner:
         self.runs = {n.name: NodeRun(n) for n in inventory.nodes}
         self.cluster_results: list[Result] = []
         self.interrupted = False
+        self.run_id = str(uuid.uuid4())
         self._lock = threading.Lock()
         self._finished = 0
         self._failed = 0
@@ -341,10 +343,11 @@ class Runner:
         for c in self.reported:
             if self.every[c].scope == "cluster" and not any(x.check == c for x in self.cluster_results):
                 results.append(Result(c, None, Status.ERROR, f"not evaluated: {cut}"))
+        results = actions.assign(results, {c: info.actions for c, info in self.every.items()})
         return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
                       inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
                       cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
-                      interrupted=self.interrupted)
+                      interrupted=self.interrupted, run_id=self.run_id)
 
     def _node_results(self, r: NodeRun, node_checks: list[str], cut: str) -> list[Result]:
         name = r.node.name
@@ -412,7 +415,7 @@ def _requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:
 
 def _result(check: str, node: str | None, f: Finding, duration: float) -> Result:
     return Result(check, f.node if f.node is not None else node, f.status, f.summary, dict(f.details),
-                  f.remediation, duration)
+                  f.remediation, duration, f.action)
 
 
 def _error_finding(info: CheckInfo, exc: BaseException, outputs: dict[str, CommandOutput]) -> Finding:

@@ -27,7 +27,7 @@ FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-ch
 @options.inventory_argument(required=False)
 @options.selection(checks_help=FAST_HELP,
                    limit_help='Only these nodes, e.g. --limit "$SLURM_JOB_NODELIST" (Slurm hostlist).')
-@options.output(formats=("table", "json", "junit", "markdown"),
+@options.output(formats=("table", "json", "jsonl", "junit", "markdown", "html"),
                 quiet_help="Nothing on stdout (the exit code says it all).")
 @options.connection()
 @options.deadline(default=gate_mod.DEFAULT_DEADLINE,
@@ -35,9 +35,17 @@ FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-ch
 @click.option("--local", is_flag=True, help="Check this host only, without SSH (Slurm prolog); INVENTORY optional.")
 @click.option("--exclude-out", type=click.Path(dir_okay=False), help="Write failing/unreachable nodes (hostlist).")
 @click.option("--good-out", type=click.Path(dir_okay=False), help="Write the usable nodes (hostlist).")
+@click.option("--drain-on", "drain_on", metavar="ACTIONS",
+              help="Hand to repair only nodes whose failures need one of these actions "
+                   "(e.g. reboot_node,replace_hardware); the selection is printed on stderr.")
 def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_config, deadline, local,
-         exclude_out, good_out) -> None:
+         exclude_out, good_out, drain_on) -> None:
     """Fast go/no-go before a job: exit 0 only when every node is usable (SPEC exit codes)."""
+    from ..actions import parse_list
+    try:
+        wanted = parse_list(drain_on) if drain_on is not None else None
+    except ValueError as exc:
+        say(f"--drain-on: {exc}", EXIT_USAGE)
     try:
         if local:
             inv = gate_mod.local_inventory(inventory)
@@ -56,10 +64,21 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
         gate_mod.write_lists(report, exclude_out, good_out, strict)
     except OSError as exc:
         say(f"cannot write {exc.filename or 'the node list'}: {exc.strerror}", EXIT_INTERNAL)
+    if wanted is not None:
+        _say_drain(gate_mod.drain_selection(report, wanted, strict), wanted)
     if quiet and not output:
         sys.exit(report.exit_code)
     emit(report, fmt, output, quiet)
     sys.exit(report.exit_code)
+
+
+def _say_drain(selected: dict, wanted) -> None:
+    """One line per selected node on stderr (stdout carries the report)."""
+    from ..nodeset import fold
+    head = f"preflight: drain-on {','.join(wanted)}: " + (fold(list(selected)) if selected else "no node")
+    lines = [head] + [f"preflight:   {node}: " + "; ".join(f"{c} {a}: {s[:100]}" for c, a, s in items)
+                      for node, items in selected.items()]
+    click.echo("\n".join(lines), err=True)
 
 
 # ---------------------------------------------------------------- nagios

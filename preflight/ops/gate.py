@@ -111,3 +111,28 @@ def write_lists(report: Report, exclude_out: str | None, good_out: str | None, s
         write_atomic(exclude_out, (fold(bad) + "\n") if bad else "")
     if good_out:
         write_atomic(good_out, (fold(good) + "\n") if good else "")
+
+
+# A node the gate could not reach, or that timed out, cannot say what it needs: reaching it again
+# takes a reboot (or someone at the console), so for --drain-on it counts as this action.
+UNREACHABLE_ACTION = "reboot_node"
+
+
+def drain_selection(report: Report, wanted: "tuple[str, ...] | set[str]",
+                    strict: bool = False) -> dict[str, list[tuple[str, str, str]]]:
+    """`gate --drain-on ACTIONS`: node -> [(check, action, summary)] for the nodes that have a fail
+    (with strict, a warn) whose action is one of `wanted`; the others may still be excluded from
+    the job (--exclude-out) but are not handed to repair. An acknowledged failure never selects.
+    Errors (could not tell) carry no action and do not select, except a node not reached at all
+    (UNREACHABLE_ACTION)."""
+    graded = {Status.FAIL} | ({Status.WARN} if strict else set())
+    wanted = set(wanted)
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for n in report.nodes:
+        if n.state is not NodeStateKind.OK and UNREACHABLE_ACTION in wanted:
+            out.setdefault(n.name, []).append(("ssh.connect", UNREACHABLE_ACTION, f"{n.state.value}: {n.error}"))
+    for r in report.results:
+        if r.node and r.status in graded and r.action in wanted and not getattr(r, "ack", None):
+            out.setdefault(r.node, []).append((r.check, r.action, r.summary))
+    order = {n.name: i for i, n in enumerate(report.nodes)}
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))

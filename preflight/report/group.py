@@ -16,6 +16,7 @@ class Group:
     summary: str
     remediation: str | None
     nodes: tuple[str, ...]
+    action: str | None = None
 
     @property
     def label(self) -> str:
@@ -27,9 +28,9 @@ def grouped(report: Report) -> list[Group]:
     order = {c: i for i, c in enumerate(dict.fromkeys(r.check for r in report.results))}
     buckets: dict[tuple, list[str]] = {}
     for r in report.results:
-        key = (r.check, r.status, r.summary, r.remediation)
+        key = (r.check, r.status, r.summary, r.remediation, r.action)
         buckets.setdefault(key, []).append(r.node or CLUSTER)
-    groups = [Group(c, s, summ, rem, tuple(nodes)) for (c, s, summ, rem), nodes in buckets.items()]
+    groups = [Group(c, s, summ, rem, tuple(nodes), act) for (c, s, summ, rem, act), nodes in buckets.items()]
     return sorted(groups, key=lambda g: (-SEVERITY[g.status], order[g.check]))
 
 

@@ -18,10 +18,11 @@ def render(report: Report) -> str:
     bad = [n for n in report.nodes if n.state.value != "ok"]
     if bad:
         lines += ["## Nodes not reached", ""] + [f"- `{n.name}` ({n.host}): {n.state.value}: {n.error}" for n in bad] + [""]
-    lines += ["## Checks", "", "| status | check | nodes | finding | fix |", "|---|---|---|---|---|"]
+    lines += ["## Checks", "", "| status | check | nodes | finding | action | fix |", "|---|---|---|---|---|---|"]
     for g in condensed(grouped(report)):
         fix = g.remediation if g.status in (Status.FAIL, Status.WARN, Status.ERROR) else ""
-        lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | {_cell(fix)} |")
+        lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | "
+                     f"{g.action or ''} | {_cell(fix)} |")
     counts = report.counts()
     lines += ["", "Summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()), ""]
     return "\n".join(lines)

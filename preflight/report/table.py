@@ -42,6 +42,9 @@ def checklist(report: Report, show_pass: bool = True) -> Table:
         if g.status is Status.PASS and not show_pass:
             continue
         finding = Text(g.summary)  # node text: never markup (brackets in node ranges and tool output)
+        if g.action:
+            finding.append("\naction: ", style="bold")
+            finding.append(g.action, style=STYLE[g.status])
         if g.remediation and g.status in (Status.FAIL, Status.WARN, Status.ERROR):
             finding.append("\nfix: ", style="bold")
             finding.append(g.remediation)
