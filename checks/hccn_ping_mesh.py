@@ -47,7 +47,7 @@ USES = ("hccn.ip", "hccn.link")  # hccn.link: devices already known DOWN are lef
 ACTIONS = (
     (r"unreadable from|hccn_tool not found", "fix_config", "the mesh could not run on a node (docs/FAILURES.md row 22)"),
     (r"fail with most peers", "replace_hardware", "one device that no peer reaches: its port, cable or module (docs/FAILURES.md row 9)"),
-    (r"\d+% loss", "monitor", "loss on some device pairs: a degrading link, watch it (docs/FAILURES.md row 9)"),
+    (r"^0 of \d+ device pairs unreachable|(?<![\d.])(?!100%)\d+(?:\.\d+)?% loss", "monitor", "loss on some device pairs: a degrading link, watch it (docs/FAILURES.md row 9)"),
     ("", "fix_config", "isolated bad pairs: routes, gateways or switch ACLs (docs/FORMATS.md §3.5)"),
 )
 DEFAULTS: dict = {

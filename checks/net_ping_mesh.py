@@ -36,7 +36,7 @@ COST = "network"
 USES = ("env.comm",)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
-    (r"lossy or slow, |% loss", "monitor", "loss or slow answers between nodes: a degrading path, watch it"),
+    (r"^0 of \d+ pairs unreachable|(?<![\d.])(?!100%)\d+(?:\.\d+)?% loss", "monitor", "loss or slow answers, nothing unreachable: a degrading path, watch it"),
     ("", "fix_config", "an unreachable pair: interface, route or firewall (docs/FAILURES.md rows 19-21)"),
 )
 DEFAULTS: dict = {

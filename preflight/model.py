@@ -89,8 +89,15 @@ class Result:
     remediation: str | None = None
     duration_s: float = 0.0
     action: str | None = None  # fail/warn: what to do (preflight.actions.ACTIONS); else None
+    flapping: bool = False  # passes now, failed in one of the last N stored runs (history)
+    ack: dict[str, str] | None = None  # a matching `preflight ack`: until, reason, by, at
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.flapping:
+            extra["flapping"] = True
+        if self.ack:
+            extra["ack"] = dict(self.ack)
         return {
             "check": self.check,
             "node": self.node,
@@ -100,6 +107,7 @@ class Result:
             "remediation": self.remediation,
             "action": self.action,
             "duration_s": round(self.duration_s, 3),
+            **extra,
         }
 
 
@@ -139,7 +147,8 @@ class Report:
         """SPEC exit codes for a run that happened: 130, then 1, then 3, else 0."""
         if self.interrupted:
             return 130
-        statuses = {r.status for r in self.results}
+        # an acknowledged failure (`preflight ack`) counts only under --strict
+        statuses = {r.status for r in self.results if self.strict or not r.ack}
         if Status.FAIL in statuses or (self.strict and Status.WARN in statuses):
             return 1
         if Status.ERROR in statuses or any(n.state is not NodeStateKind.OK for n in self.nodes):

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "gate": ("preflight.cli.ops", "gate", "Fast go/no-go before a job: exit 0 only when every node is usable."),
     "nagios": ("preflight.cli.ops", "nagios", "Nagios/Icinga plugin: one status line with perfdata."),
     "history": ("preflight.cli.ops", "history", "List the stored runs, oldest first."),
+    "ack": ("preflight.cli.ops", "ack", "Acknowledge a known failure on a node until a date (stored in the history)."),
     "diff": ("preflight.cli.ops", "diff", "What changed between two runs: newly failing, recovered, still failing."),
     "trend": ("preflight.cli.ops", "trend", "Warn about numbers that drift steadily the bad way."),
     "list-checks": ("preflight.cli.info", "list_checks", "Every check: id, scope, one line of what it checks."),

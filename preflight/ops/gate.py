@@ -96,10 +96,11 @@ def gate_checks(checks: list[str] | None, local: bool) -> list[str]:
 
 
 def split_nodes(report: Report, strict: bool = False) -> tuple[list[str], list[str]]:
-    """(usable, excluded): excluded = unreachable, or any fail/error on the node (with strict, warn)."""
+    """(usable, excluded): excluded = unreachable, or any fail/error on the node (with strict, warn);
+    an acknowledged failure excludes only with strict."""
     bad_status = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
     bad = {n.name for n in report.nodes if n.state is not NodeStateKind.OK}
-    bad |= {r.node for r in report.results if r.node and r.status in bad_status}
+    bad |= {r.node for r in report.results if r.node and r.status in bad_status and (strict or not r.ack)}
     names = [n.name for n in report.nodes]
     return [n for n in names if n not in bad], [n for n in names if n in bad]
 
@@ -132,7 +133,7 @@ def drain_selection(report: Report, wanted: "tuple[str, ...] | set[str]",
         if n.state is not NodeStateKind.OK and UNREACHABLE_ACTION in wanted:
             out.setdefault(n.name, []).append(("ssh.connect", UNREACHABLE_ACTION, f"{n.state.value}: {n.error}"))
     for r in report.results:
-        if r.node and r.status in graded and r.action in wanted and not getattr(r, "ack", None):
+        if r.node and r.status in graded and r.action in wanted and not r.ack:
             out.setdefault(r.node, []).append((r.check, r.action, r.summary))
     order = {n.name: i for i, n in enumerate(report.nodes)}
     return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))

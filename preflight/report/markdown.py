@@ -21,7 +21,8 @@ def render(report: Report) -> str:
     lines += ["## Checks", "", "| status | check | nodes | finding | action | fix |", "|---|---|---|---|---|---|"]
     for g in condensed(grouped(report)):
         fix = g.remediation if g.status in (Status.FAIL, Status.WARN, Status.ERROR) else ""
-        lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | "
+        lines.append(f"| {g.status.value.upper()}{' (ack)' if g.ack else ''} | `{g.check}` | `{g.label}` | "
+                     f"{_cell(g.summary + (' — ' + g.note if g.note else ''))} | "
                      f"{g.action or ''} | {_cell(fix)} |")
     counts = report.counts()
     lines += ["", "Summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()), ""]
