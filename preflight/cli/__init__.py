@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("preflight.cli.plan", "plan", "Recommended parallel layouts for N nodes x D devices, with launch arguments."),
     "env": ("preflight.cli.job", "env_cmd", "Write each node's launch environment, derived from the nodes."),
     "fix": ("preflight.cli.job", "fix_cmd", "Scripts that fix failed launch-environment and port checks (--apply runs them)."),
+    "config": ("preflight.cli.config_cmd", "config_group", "Show the settings in force and where each comes from."),
     "sim": ("preflight.sim.cli", "sim", "Simulated Ascend cluster: real sshd nodes in network namespaces."),
 }
 
@@ -59,8 +60,15 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="preflight")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Is this cluster ready to train? Checks every node of an Ascend (or NVIDIA) cluster over SSH."""
+    from ..config import ConfigError, default_map, resolve
+    try:  # config files and PREFLIGHT_* become the subcommand's defaults; its options still win
+        ctx.default_map = default_map(resolve())
+    except ConfigError as exc:
+        from .common import fail_usage
+        fail_usage(str(exc))
 
 
 def entry() -> None:
