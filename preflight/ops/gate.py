@@ -26,7 +26,7 @@ from ..atomic import write_atomic
 from ..inventory import Inventory, InventoryError, load
 from ..model import NodeStateKind, Report, Status
 from ..nodeset import fold
-from ..registry import discover, gate_set, matches
+from ..registry import CONNECT_ID, discover, gate_set, matches
 
 DEFAULT_DEADLINE = 30.0
 
@@ -131,7 +131,7 @@ def drain_selection(report: Report, wanted: "tuple[str, ...] | set[str]",
     out: dict[str, list[tuple[str, str, str]]] = {}
     for n in report.nodes:
         if n.state is not NodeStateKind.OK and UNREACHABLE_ACTION in wanted:
-            out.setdefault(n.name, []).append(("ssh.connect", UNREACHABLE_ACTION, f"{n.state.value}: {n.error}"))
+            out.setdefault(n.name, []).append((CONNECT_ID, UNREACHABLE_ACTION, f"{n.state.value}: {n.error}"))
     for r in report.results:
         if r.node and r.status in graded and r.action in wanted and not r.ack:
             out.setdefault(r.node, []).append((r.check, r.action, r.summary))

@@ -3,8 +3,8 @@
 What is where: the verdict, counts and run id on top; filters (status, check, node text); the
 failures first, grouped and folded over node ranges, each with its action, fix and evidence; a
 node x check heat map whose identical rows are folded into node ranges (a cell opens its findings);
-the ping-mesh loss/RTT matrix (net.ping_mesh) and the device-mesh loss matrix (hccn.ping_mesh)
-drawn on canvases from the metrics of those results. The URL fragment can carry a view
+the node-mesh loss/RTT matrix and the device-mesh loss matrix drawn on canvases from the ping
+metrics of the cluster results that carry them (found by their labels, not by check id). The URL fragment can carry a view
 (`#status=fail&check=hccn.link&node=node01&cell=ROW,COL`), so a link in a ticket opens the page
 filtered, with a cell's findings open.
 
@@ -31,7 +31,7 @@ EVIDENCE_MAX = 800
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
        "connect-src 'none'; form-action 'none'; base-uri 'none'")
 VERDICT = {"ready": "READY", "not_ready": "NOT READY", "incomplete": "INCOMPLETE"}
-MESHES = (("net.ping_mesh", "node mesh (net.ping_mesh)", False), ("hccn.ping_mesh", "device mesh (hccn.ping_mesh)", True))
+MESH_METRICS = ("ping_loss", "ping_rtt")
 
 e = html.escape
 
@@ -87,12 +87,23 @@ def _cell_findings(report: Report, checks: list[str], rows) -> list[list[list[li
             for row in acc]
 
 
-def mesh(report: Report, check: str, devices: bool) -> dict[str, Any] | None:
+def mesh_results(report: Report) -> list[tuple[Any, bool]]:
+    """The cluster summaries whose metrics form a mesh (ping_loss/ping_rtt labelled node and peer;
+    with device and peer_device, a device mesh): found by their data, so a new mesh check needs no
+    edit here."""
+    out = []
+    for r in report.results:
+        if r.node is None:
+            ms = [m for m in r.details.get("metrics") or () if isinstance(m, dict) and m.get("name") in MESH_METRICS]
+            labels = (ms[0].get("labels") or {}) if ms else {}
+            if "node" in labels and "peer" in labels:
+                out.append((r, "device" in labels and "peer_device" in labels))
+    return out
+
+
+def mesh(summary, devices: bool, node_order: list[str] | None = None) -> dict[str, Any] | None:
     """Matrix data from the metrics of a mesh check's summary result: labels, and cells
     [src index, dst index, loss %, rtt ms or null]."""
-    summary = next((r for r in report.results if r.check == check and r.node is None), None)
-    if summary is None:
-        return None
     cells: dict[tuple[str, str], list[Any]] = {}
     for m in summary.details.get("metrics") or ():
         labels = m.get("labels") or {}
@@ -108,7 +119,7 @@ def mesh(report: Report, check: str, devices: bool) -> dict[str, Any] | None:
             c[1] = m.get("value")
     if not cells:
         return None
-    order = {n.name: i for i, n in enumerate(report.nodes)}
+    order = {n: i for i, n in enumerate(node_order or ())}
 
     def key(label: str):
         node, _, dev = label.partition(":")
@@ -116,7 +127,7 @@ def mesh(report: Report, check: str, devices: bool) -> dict[str, Any] | None:
 
     labels = sorted({s for s, _ in cells} | {d for _, d in cells}, key=key)
     index = {lab: i for i, lab in enumerate(labels)}
-    return {"check": check, "status": summary.status.value, "labels": labels,
+    return {"check": summary.check, "status": summary.status.value, "labels": labels,
             "cells": [[index[s], index[d], v[0], v[1]] for (s, d), v in cells.items()]}
 
 
@@ -189,10 +200,11 @@ def _heatmap(checks: list[str], rows) -> str:
 
 def _meshes(report: Report) -> tuple[str, list[dict[str, Any]]]:
     parts, data = [], []
-    for check, title, devices in MESHES:
-        m = mesh(report, check, devices)
+    for summary, devices in mesh_results(report):
+        m = mesh(summary, devices, [n.name for n in report.nodes])
         if m is None:
             continue
+        title = f"{'device' if devices else 'node'} mesh ({summary.check})"
         i = len(data)
         data.append(m)
         rtt = "" if devices else (f'<label><input type="radio" name="metric{i}" value="loss" checked> loss</label>'
