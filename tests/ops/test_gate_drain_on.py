@@ -13,7 +13,7 @@ SIM_MODE = "loopback"
 
 
 def _gate(inv: str, *extra: str):
-    return CliRunner().invoke(main, ["gate", inv, "--checks", "npu.health,hccn.link", "-q", *extra])
+    return CliRunner().invoke(main, ["gate", inv, "--checks", "npu.health,hccn.link", "-q", "--deadline", "600", *extra])
 
 
 def test_drain_on_selects_by_action_on_the_sim(sim_cluster):

@@ -73,9 +73,9 @@ def test_ack_hides_a_known_failure_from_the_exit_code_until_it_expires(sim_clust
     assert code == 0 and r1["status"] == "fail" and r1["ack"]["reason"] == "TICKET-42 optic on order"
     assert doc["verdict"] == "ready"
     assert _run(inv, "--strict")[0] == 1
-    gate = CliRunner().invoke(main, ["gate", inv, "--checks", "hccn.link", "-q"])
+    gate = CliRunner().invoke(main, ["gate", inv, "--checks", "hccn.link", "-q", "--deadline", "600"])
     assert gate.exit_code == 0
-    assert CliRunner().invoke(main, ["gate", inv, "--checks", "hccn.link", "-q", "--strict"]).exit_code == 1
+    assert CliRunner().invoke(main, ["gate", inv, "--checks", "hccn.link", "-q", "--deadline", "600", "--strict"]).exit_code == 1
     md = CliRunner().invoke(main, ["run", inv, "--checks", "hccn.link", "--format", "html", "-q"]).output
     assert 'class="finding st-fail acked"' in md and "TICKET-42" in md
     # an ack in force only: expire it by moving its until into the past
