@@ -44,16 +44,16 @@ class RunExtras:
         """Acks and sticky flapping from the history: the `--history` database, else the default
         one when it exists (read only: acks apply to every run that can see them)."""
         from ..ops import memory
-        db, own = self.db, False
-        if db is None and hist.default_path().exists():
+        db, own = self.db, self.db is None
+        if own:
             try:
-                db, own = hist.open_db(hist.default_path(), create=False), True
+                db = memory.open_default()
             except hist.HistoryError as exc:
                 say(str(exc), EXIT_INTERNAL)
         try:
             return memory.remembered(report, db, flap_window)
         finally:
-            if own:
+            if own and db is not None:
                 db.close()
 
     def prune(self, keep_days: float | None) -> None:

@@ -74,14 +74,13 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
 
 def _acknowledged(report):
     """Acks from the default history database, when there is one (`preflight ack` writes there)."""
-    from ..ops import acks
-    path = hist.default_path()
-    if not path.exists():
-        return report
+    from ..ops import acks, memory
     try:
-        conn = hist.open_db(path, create=False)
+        conn = memory.open_default()
     except hist.HistoryError as exc:
         say(str(exc), EXIT_INTERNAL)
+    if conn is None:
+        return report
     try:
         return acks.apply(report, acks.active(conn))
     finally:

@@ -134,3 +134,11 @@ def remembered(report: Report, db: sqlite3.Connection | None, flap_window: int =
     from . import acks
     report = acks.apply(report, acks.active(db))
     return mark_flapping(report, db, flap_window) if flap_window > 0 else report
+
+
+def open_default() -> sqlite3.Connection | None:
+    """The default history database when it exists (acks written by `preflight ack` live there),
+    else None. Raises HistoryError (one line) when it exists but cannot be read."""
+    from . import history as hist
+    path = hist.default_path()
+    return hist.open_db(path, create=False) if path.exists() else None
