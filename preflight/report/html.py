@@ -194,7 +194,8 @@ def _heatmap(checks: list[str], rows) -> str:
         body.append(f'<tr data-nodes="{e(" ".join(nodes))}" data-statuses="{" ".join(sorted({s for s in sig if s}))}">'
                     f'<th class="nodes">{e(fold(nodes))} <small>({len(nodes)})</small></th>{cells}</tr>')
     return ('<section id="heatmap"><h2>Node × check</h2><p class="hint">identical rows folded into node ranges; '
-            'click a cell for its findings</p><div class="scroll"><table class="heat"><thead><tr><th>nodes</th>'
+            'click a cell for its findings; grey: no result for that node (a cluster check names only the nodes '
+            'it blames)</p><div class="scroll"><table class="heat"><thead><tr><th>nodes</th>'
             f'{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div><div id="panel" hidden></div></section>')
 
 
