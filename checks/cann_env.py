@@ -39,6 +39,8 @@ SCOPE = "node"
 BACKEND = "ascend"
 WHERE = "job"  # on a node with a container: inside the job's container
 GATE = True
+# What to do with a fail/warn (preflight/actions.py): the CANN environment is configuration.
+ACTIONS = (("", "fix_config", "set_env.sh, LD_LIBRARY_PATH and driver/firmware versions (docs/FAILURES.md row 22)"),)
 DEFAULTS: dict = {}
 SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")
 TOOLKIT_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")

@@ -41,6 +41,11 @@ ID = "ckpt.resume"
 SCOPE = "cluster"
 COST = "light"
 PLAN_ROUNDS = 2
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"GiB free|not writable", "fix_config", "a save path without room or write access: free space or move --save"),
+    ("", "fix_config", "checkpoint layout, tracker file or copy: reshard, copy or point --load elsewhere (docs/MIGRATION.md §7)"),
+)
 DEFAULTS: dict[str, Any] = {
     "headroom": 1.05,   # room needed at save: this many times the size of one observed checkpoint
     "max_entries": 100000,  # listing cap per storage group

@@ -44,6 +44,12 @@ ID = "env.consistency"
 SCOPE = "cluster"
 PRIVILEGE = "root"  # hccn_tool -tls / -fec
 USES = ("env.comm", "hccn.ip")
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"clock", "fix_config", "clock offset: chrony/NTP configuration"),
+    (r"FEC", "fix_config", "FEC mode must match the switch (docs/FAILURES.md row 15)"),
+    ("", "fix_config", "addresses and settings that must agree across nodes (docs/FAILURES.md rows 6, 10)"),
+)
 DEFAULTS: dict = {"clock_warn_s": 1.0, "clock_fail_s": 30.0}
 CLOCK_PROBE = "clock"
 QUERIES = {"tls": "-tls -g", "fec": "-fec -g"}

@@ -27,6 +27,17 @@ ID = "hccn.health"
 SCOPE = "node"
 BACKEND = "ascend"
 PRIVILEGE = "root"  # hccn_tool
+# What to do with a fail/warn (preflight/actions.py). States: docs/FORMATS.md §3.2 (DRV g_net_health_status).
+ACTIONS = (
+    (r"net health Init", "fix_config", "Init: detection initialising, usually no detect IP configured (§3.2 code 6)"),
+    (r"net health Detect ip set", "monitor", "Detect ip set: the detect address is being set (§3.2 code 8)"),
+    (r"net health (Socket fail|Thread error)", "reset_device",
+     "Socket fail / Thread error: the device's own network stack failed (§3.2 codes 1, 7)"),
+    (r"net health (Receive timeout|Unreachable|Time exceeded|Fault)", "fix_config",
+     "the detect address does not answer: wrong detect IP or route (§3.2 codes 2-5, docs/FAILURES.md row 12)"),
+    (r"hccn_tool not found", "fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
+    ("", "reset_device", "hccn_tool failing on a device, or an Unknown state: reset the chip (docs/FORMATS.md §3.10)"),
+)
 DEFAULTS: dict = {}
 QUERIES = {"net_health": "-net_health -g"}
 # Status prefix -> verdict (DRV g_net_health_status; MC counts Success and Init as normal).

@@ -28,6 +28,11 @@ SCOPE = "node"
 BACKEND = "ascend"
 GATE = True
 PRIVILEGE = "root"  # hccn_tool
+# What to do with a fail/warn (preflight/actions.py): a missing or stale address is configuration.
+ACTIONS = (
+    (r"hccn_tool failed", "reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
+    ("", "fix_config", "device IP, netmask and /etc/hccn.conf are set by hccn_tool -ip -s (docs/FAILURES.md row 10)"),
+)
 DEFAULTS: dict = {}
 QUERIES = {"ip": "-ip -g"}
 CONF_PROBE = "hccn_conf"

@@ -31,6 +31,14 @@ BACKEND = "ascend"
 GATE = True
 TREND_METRIC = ("link_up_count", True)
 PRIVILEGE = "root"  # hccn_tool
+# What to do with a fail/warn (preflight/actions.py). Link states: docs/FORMATS.md §3.1, §3.6.
+ACTIONS = (
+    (r"link DOWN, expected UP", "replace_hardware",
+     "a DOWN RoCE port: cable, optical module or switch port (docs/FAILURES.md rows 9, 11)"),
+    (r"link flapping", "monitor", "a port that went down and came back: watch it (docs/FAILURES.md row 16)"),
+    (r"hccn_tool not found", "fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
+    ("", "reset_device", "hccn_tool failing on a device: reset the chip (docs/FORMATS.md §3.10)"),
+)
 DEFAULTS = {"max_link_up_count": 1, "flap_window_hours": 24}
 QUERIES = {"link": "-link -g", "link_stat": "-link_stat -g"}
 

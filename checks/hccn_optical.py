@@ -32,6 +32,13 @@ SCOPE = "node"
 BACKEND = "ascend"
 TREND_METRIC = ("optical_rx_power", False)
 PRIVILEGE = "root"  # hccn_tool
+# What to do with a fail/warn (preflight/actions.py). Module fields: docs/FORMATS.md §3.4.
+ACTIONS = (
+    (r"temperature", "monitor", "module temperature out of range: watch airflow before it fails"),
+    (r"hccn_tool failed", "reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
+    (r"hccn_tool not found", "fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
+    ("", "replace_hardware", "power below threshold, Los/LoL flags, module absent: fibre or module (docs/FAILURES.md rows 13, 14)"),
+)
 DEFAULTS = {"pod_board_ids": ["0x30", "0x31", "0x32", "0x34"]}
 QUERIES = {"optical": "-optical -g"}
 BOARD_PROBE = "board"

@@ -43,6 +43,13 @@ TREND_METRIC = ("ping_loss", True)  # the device mesh reports loss per pair, not
 PRIVILEGE = "root"  # hccn_tool
 COST = "network"
 USES = ("hccn.ip", "hccn.link")  # hccn.link: devices already known DOWN are left out (one cause, one red line)
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"unreadable from|hccn_tool not found", "fix_config", "the mesh could not run on a node (docs/FAILURES.md row 22)"),
+    (r"fail with most peers", "replace_hardware", "one device that no peer reaches: its port, cable or module (docs/FAILURES.md row 9)"),
+    (r"^0 of \d+ device pairs unreachable|(?<![\d.])(?!100%)\d+(?:\.\d+)?% loss", "monitor", "loss on some device pairs: a degrading link, watch it (docs/FAILURES.md row 9)"),
+    ("", "fix_config", "isolated bad pairs: routes, gateways or switch ACLs (docs/FORMATS.md §3.5)"),
+)
 DEFAULTS: dict = {
     "pkt": 3,
     "cross_rail": False,  # every device pair instead of same-index devices only

@@ -34,6 +34,11 @@ SCOPE = "cluster"
 TREND_METRIC = ("ping_rtt", True)
 COST = "network"
 USES = ("env.comm",)
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"^0 of \d+ pairs unreachable|(?<![\d.])(?!100%)\d+(?:\.\d+)?% loss", "monitor", "loss or slow answers, nothing unreachable: a degrading path, watch it"),
+    ("", "fix_config", "an unreachable pair: interface, route or firewall (docs/FAILURES.md rows 19-21)"),
+)
 DEFAULTS: dict = {
     "count": 3,  # echo requests per pair
     "interval": 0.2,  # seconds between them (0.2 is the smallest iputils allows without root)

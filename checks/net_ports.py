@@ -36,6 +36,11 @@ SCOPE = "node"
 GATE = True
 ON_BUSY = "skip"
 BUSY_REASON = "its ports are in use by the job"
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"is in use", "restart_process", "a leftover process holds a port the job needs (docs/FAILURES.md row 7)"),
+    ("", "fix_config", "port ranges in the inventory or sysctl (docs/FAILURES.md row 7)"),
+)
 DEFAULTS: dict = {
     "extra_ports": [],  # ints or "lo-hi" strings, checked on every node
     "hccl_ports": 16,  # HCCL_IF_BASE_PORT occupies 16 ports (docs/ENV.md §A.3)

@@ -26,7 +26,7 @@ from typing import Mapping
 from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, Finding, Probe, cmd, Status, first_line, passed, require_ok, tool_failure
 from preflight.model import worst
-from preflight.ascend import npu_smi
+from preflight.ascend import fault_codes, npu_smi
 
 ID = "npu.health"
 SCOPE = "node"
@@ -34,6 +34,18 @@ BACKEND = "ascend"
 GATE = True
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
 PRIVILEGE_GROUP = "HwHiAiUser"
+# What to do with a fail/warn (preflight/actions.py): the error codes by the vendor's own grading
+# (preflight/data/npu_fault_codes.yaml), then the failures npu-smi itself reports.
+ACTIONS = fault_codes.rows() + (
+    (r"npu-smi not found", "fix_config", "driver not installed or not on PATH: docs/FAILURES.md row 22"),
+    (r"because the device is used", "restart_process", "another container holds the NPUs: docs/FAILURES.md rows 1, 23"),
+    (r"Invalid card id|chips listed by npu-smi, expected", "reboot_node",
+     "a card off the PCIe bus: reboot, then a hardware ticket if it stays missing (docs/FAILURES.md row 2)"),
+    (r"inventory says devices", "fix_config", "more chips than the inventory's devices: the inventory is wrong"),
+    (r"error codes none reported", "reset_device",
+     "unhealthy with no code: reset the chip as npu-smi's health page advises (docs/FAILURES.md row 3)"),
+    ("", "reboot_node", "npu-smi failing otherwise: reload the driver or reboot (docs/FORMATS.md §1.5)"),
+)
 DEFAULTS: dict = {}
 PROBE = ascend.NPU_SMI_PROBE
 # Health column / Health Status value -> verdict (HIASCEND npusmi_027/028). Anything else fails.

@@ -37,6 +37,12 @@ REQUIRES = ("npu.health",)  # npu-smi missing or failing is npu.health's red lin
 ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
 PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
 PRIVILEGE_GROUP = "HwHiAiUser"
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"process\(es\) on NPUs", "restart_process", "a leftover job on the NPUs: stop it (docs/FAILURES.md row 1)"),
+    (r"HBM", "reset_device", "HBM in use with no process: memory held by a dead context, reset the chip"),
+    ("", "monitor", "npu-smi gave no table: see npu.health"),
+)
 DEFAULTS = {"max_hbm_used_pct": 10.0,
             "max_ddr_used_pct": None}  # 310/310P DDR: not judged unless set (the device OS's share is unknown)
 PROBE = ascend.NPU_SMI_PROBE

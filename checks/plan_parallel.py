@@ -30,6 +30,8 @@ from preflight.plan.layout import Layout, Model, RuleResult, check_layout, visib
 
 ID = "plan.parallel"
 SCOPE = "cluster"
+# What to do with a fail/warn (preflight/actions.py): the layout is the job's configuration.
+ACTIONS = (("", "fix_config", "ranks per node against visible devices (docs/FAILURES.md row 26)"),)
 DEFAULTS: dict[str, Any] = {}
 
 VISIBLE_VAR = "ASCEND_RT_VISIBLE_DEVICES"

@@ -70,6 +70,11 @@ TREND_METRIC = ("busbw", False)
 COST = "heavy"
 PLAN_ROUNDS = 2  # round 2: the ends of failing pairs re-paired with known-good nodes
 USES = ("env.comm", "net.ports")
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"under min_busbw_gbps", "monitor", "bandwidth below the floor: a degrading link, watch it"),
+    ("", "fix_config", "an all-reduce that fails: interfaces, addresses, ports (docs/FAILURES.md rows 4-6, 17-21)"),
+)
 DEFAULTS: dict[str, Any] = {
     "nodes": None,  # [rank0, rank1] (pair) or the selection (pairs); default: picked from the reachable nodes
     "mode": "pair",  # pair | pairs

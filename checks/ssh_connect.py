@@ -17,5 +17,7 @@ from __future__ import annotations
 ID = "ssh.connect"
 SCOPE = "node"
 GATE = True
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (("", "fix_config", "ssh reachability is configured in the inventory and the node's sshd"),)
 DEFAULTS: dict = {}
 # The runner produces this check's results from the connection attempt; it sends no probe.

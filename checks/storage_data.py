@@ -28,6 +28,8 @@ from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Shell,
 ID = "storage.data"
 SCOPE = "node"
 WHERE = "job"  # on a node with a container: inside the job's container
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (("", "fix_config", "unreadable or missing data paths: mount, permissions"),)
 DEFAULTS: dict[str, Any] = {"max_depth": 3, "max_entries": 20000, "max_unreadable": 20, "timeout_s": 30}
 PROBE_PREFIX = "data_"
 PAIR = {".bin": ".idx", ".idx": ".bin"}

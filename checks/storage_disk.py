@@ -31,6 +31,13 @@ from preflight.checkapi import (CommandOutput, Finding, Metric, ParseError, Prob
 ID = "storage.disk"
 SCOPE = "node"
 TREND_METRIC = ("free_space", False)
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"Input/output error|I/O error", "replace_hardware", "a disk that fails writes with EIO"),
+    (r"read-only", "fix_config", "a read-only mount: remount rw (and read dmesg for why it was remounted)"),
+    (r"free|inodes", "monitor", "space running out: clean up before the next checkpoint"),
+    ("", "fix_config", "checkpoint path missing or not writable: mount, permissions"),
+)
 DEFAULTS: dict[str, Any] = {
     "min_free_gib": 50,          # checkpoint path
     "min_free_pct": 10,

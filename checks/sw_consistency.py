@@ -40,6 +40,11 @@ ID = "sw.consistency"
 SCOPE = "cluster"
 WHERE = "job"  # on a node with a container: inside the job's container
 USES = ("cann.env", "cuda.env")
+# What to do with a fail/warn (preflight/actions.py): versions are installed configuration.
+ACTIONS = (
+    (r"not in the compatibility table|outside the versions", "monitor", "an unknown combination: not known bad (preflight/data/compat.yaml)"),
+    ("", "fix_config", "versions that differ or are a known-bad combination (preflight/data/compat.yaml)"),
+)
 DEFAULTS: dict[str, Any] = {"ignore": [], "compat_table": True}
 COMPAT_PATH = Path(preflight.__file__).resolve().parent / "data" / "compat.yaml"
 

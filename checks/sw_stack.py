@@ -44,6 +44,11 @@ from preflight.model import worst
 
 ID = "sw.stack"
 SCOPE = "cluster"
+# What to do with a fail/warn (preflight/actions.py): the installed stack is configuration.
+ACTIONS = (
+    (r"no Megatron pairing known", "monitor", "an unknown pairing: not known bad"),
+    ("", "fix_config", "MindSpeed / Megatron-LM / torch_npu versions or the job's entry (docs/MIGRATION.md §7)"),
+)
 DEFAULTS: dict[str, Any] = {"import_timeout": 120}
 TABLE_PATH = Path(preflight.__file__).resolve().parent / "data" / "mindspeed.yaml"
 PROBE, MARK = "sw_stack", "@@sw-stack "

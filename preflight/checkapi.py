@@ -41,6 +41,9 @@ Policy (module attributes; the core reads them through the registry, never a lis
                                 #   the job's container); a Probe(job=...) overrides it for one probe
     COST = "network"            # "light" (default: reads the node's own state), "network"
                                 #   (traffic between nodes), "heavy" (loads devices, reads data sets)
+    ACTIONS = (("link DOWN", "replace_hardware", "source"), ("", "fix_config", "source"))
+                                # what to do with a fail/warn: (regex on the summary, action, where
+                                #   the grading comes from); "" is the fallback (preflight/actions.py)
     NODE_PARAMS = ("targets",)  # cluster checks: parameters a node's own `checks:` may set; any
                                 #   other per-node parameter of a cluster check is refused at load
     BACKEND = "ascend"          # node checks: the accelerator backend it applies to ("ascend",
@@ -98,6 +101,7 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
     "COST": ("light", ("light", "network", "heavy")),
     "NODE_PARAMS": ((), None),
     "BACKEND": (None, (None, "ascend", "nvidia")),
+    "ACTIONS": ((), None),
 }
 
 __all__ = [
@@ -250,10 +254,15 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)
     remediation: str | None = None
     node: str | None = None  # cluster checks: the blamed node; None for the summary row
+    action: str | None = None  # set only when computed from data; else the module's ACTIONS table decides
 
     def __post_init__(self) -> None:
         if self.status in (Status.FAIL, Status.WARN) and not self.remediation:
             raise ValueError(f"a {self.status.value} finding needs a remediation: {self.summary}")
+        if self.action is not None:
+            from .actions import RANK
+            if self.action not in RANK:
+                raise ValueError(f"unknown action {self.action!r} for: {self.summary}")
 
 
 def tool_failure(summary: str, remediation: str, **details: Any) -> Finding:

@@ -91,8 +91,16 @@ class Result:
     details: dict[str, Any] = field(default_factory=dict)
     remediation: str | None = None
     duration_s: float = 0.0
+    action: str | None = None  # fail/warn: what to do (preflight.actions.ACTIONS); else None
+    flapping: bool = False  # passes now, failed in one of the last N stored runs (history)
+    ack: dict[str, str] | None = None  # a matching `preflight ack`: until, reason, by, at
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.flapping:
+            extra["flapping"] = True
+        if self.ack:
+            extra["ack"] = dict(self.ack)
         return {
             "check": self.check,
             "node": self.node,
@@ -100,7 +108,9 @@ class Result:
             "summary": self.summary,
             "details": self.details,
             "remediation": self.remediation,
+            "action": self.action,
             "duration_s": round(self.duration_s, 3),
+            **extra,
         }
 
 
@@ -131,6 +141,7 @@ class Report:
     tool_version: str = ""
     strict: bool = False
     interrupted: bool = False
+    run_id: str = ""  # unique per run (runner: uuid4), so every stored or shipped report is findable
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.ERROR)}
@@ -143,7 +154,8 @@ class Report:
         """SPEC exit codes for a run that happened: 130, then 1, then 3, else 0."""
         if self.interrupted:
             return 130
-        statuses = {r.status for r in self.results}
+        # an acknowledged failure (`preflight ack`) counts only under --strict
+        statuses = {r.status for r in self.results if self.strict or not r.ack}
         if Status.FAIL in statuses or (self.strict and Status.WARN in statuses):
             return 1
         if Status.ERROR in statuses or any(n.state is not NodeStateKind.OK for n in self.nodes):

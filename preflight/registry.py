@@ -37,6 +37,7 @@ class CheckInfo:
     where: str = "host"
     cost: str = "light"
     node_params: tuple[str, ...] = ()
+    actions: tuple = ()  # preflight.actions.Rule rows from the module's ACTIONS
     backend: str | None = None
 
     def applies_to(self, backend: str) -> bool:
@@ -111,6 +112,11 @@ def policy(module: ModuleType) -> dict[str, Any]:
     out["node_params"] = tuple(out["node_params"])
     if out["privilege_group"] is not None and (out["privilege"] != "root" or not isinstance(out["privilege_group"], str)):
         raise ContractError(f"{module.__name__}: PRIVILEGE_GROUP names a group (a string) and needs PRIVILEGE = 'root'")
+    from .actions import RuleError, rules
+    try:
+        out["actions"] = rules(out["actions"], module.__name__)
+    except RuleError as exc:
+        raise ContractError(str(exc)) from None
     if out["on_busy"] == "skip" and not out["busy_reason"]:
         raise ContractError(f"{module.__name__}: ON_BUSY = 'skip' needs a BUSY_REASON")
     if out["on_busy"] == "report" and not callable(getattr(module, "busy", None)):

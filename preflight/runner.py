@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from . import __version__, backend as backends, redact
+from . import __version__, actions, backend as backends, redact
 from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
 from .container import RUNTIME_GROUP, START_SLACK_S, job_command
 from .inventory import Inventory
@@ -148,6 +149,7 @@ class Runner:
         self.runs = {n.name: NodeRun(n) for n in inventory.nodes}
         self.cluster_results: list[Result] = []
         self.interrupted = False
+        self.run_id = str(uuid.uuid4())
         self._lock = threading.Lock()
         self._finished = 0
         self._failed = 0
@@ -436,10 +438,11 @@ class Runner:
                 results.append(Result(c, None, Status.ERROR, f"not evaluated: {cut}"))
         for env in {tuple(sorted(redact.secrets(n.env).items())) for n in self.inv.nodes} - {()}:
             results = [_redacted(x, dict(env)) for x in results]
+        results = actions.assign(results, {c: info.actions for c, info in self.every.items()})
         return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
                       inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
                       cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
-                      interrupted=self.interrupted)
+                      interrupted=self.interrupted, run_id=self.run_id)
 
     def _node_results(self, r: NodeRun, node_checks: list[str], cut: str) -> list[Result]:
         name = r.node.name
@@ -513,7 +516,7 @@ def _redacted(r: Result, env: dict[str, str]) -> Result:
 
 def _result(check: str, node: str | None, f: Finding, duration: float) -> Result:
     return Result(check, f.node if f.node is not None else node, f.status, f.summary, dict(f.details),
-                  f.remediation, duration)
+                  f.remediation, duration, f.action)
 
 
 PRIVILEGE_WORDS = ("sudo", "needs root")  # how batch.NEEDS_ROOT and batch.SUDO_REFUSED begin

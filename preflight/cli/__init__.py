@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "gate": ("preflight.cli.ops", "gate", "Fast go/no-go before a job: exit 0 only when every node is usable."),
     "nagios": ("preflight.cli.ops", "nagios", "Nagios/Icinga plugin: one status line with perfdata."),
     "history": ("preflight.cli.ops", "history", "List the stored runs, oldest first."),
+    "ack": ("preflight.cli.ops", "ack", "Acknowledge a known failure on a node until a date (stored in the history)."),
     "diff": ("preflight.cli.ops", "diff", "What changed between two runs: newly failing, recovered, still failing."),
     "trend": ("preflight.cli.ops", "trend", "Warn about numbers that drift steadily the bad way."),
     "list-checks": ("preflight.cli.info", "list_checks", "Every check: id, scope, one line of what it checks."),
@@ -31,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("preflight.cli.plan", "plan", "Recommended parallel layouts for N nodes x D devices, with launch arguments."),
     "env": ("preflight.cli.job", "env_cmd", "Write each node's launch environment, derived from the nodes."),
     "fix": ("preflight.cli.job", "fix_cmd", "Scripts that fix failed launch-environment and port checks (--apply runs them)."),
+    "config": ("preflight.cli.config_cmd", "config_group", "Show the settings in force and where each comes from."),
     "sim": ("preflight.sim.cli", "sim", "Simulated Ascend cluster: real sshd nodes in network namespaces."),
 }
 
@@ -58,8 +60,15 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="preflight")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Is this cluster ready to train? Checks every node of an Ascend (or NVIDIA) cluster over SSH."""
+    from ..config import ConfigError, default_map, resolve
+    try:  # config files and PREFLIGHT_* become the subcommand's defaults; its options still win
+        ctx.default_map = default_map(resolve())
+    except ConfigError as exc:
+        from .common import fail_usage
+        fail_usage(str(exc))
 
 
 def entry() -> None:

@@ -17,6 +17,7 @@ class RunExtras:
         self.prom_output = prom_output
         self.lock: RunLock | None = None
         self.db = None
+        self.keep_days: float | None = None
 
     @classmethod
     def start(cls, history: str | None, sweep: bool, prom_output: str | None, fmt: str,
@@ -39,6 +40,27 @@ class RunExtras:
                 say(str(exc), EXIT_INTERNAL)
         return extras
 
+    def remember(self, report: Report, flap_window: int) -> Report:
+        """Acks and sticky flapping from the history: the `--history` database, else the default
+        one when it exists (read only: acks apply to every run that can see them)."""
+        from ..ops import memory
+        db, own = self.db, self.db is None
+        if own:
+            try:
+                db = memory.open_default()
+            except hist.HistoryError as exc:
+                say(str(exc), EXIT_INTERNAL)
+        try:
+            return memory.remembered(report, db, flap_window)
+        finally:
+            if own and db is not None:
+                db.close()
+
+    def prune(self, keep_days: float | None) -> None:
+        if keep_days is not None and self.db is not None:
+            from ..ops import memory
+            memory.prune(self.db, keep_days)
+
     @staticmethod
     def runner_class(sweep: bool) -> type[Runner]:
         if sweep:
@@ -58,6 +80,7 @@ class RunExtras:
             if self.db is not None:
                 try:
                     hist.store(self.db, report, sweep=self.sweep)
+                    self.prune(self.keep_days)
                 except hist.HistoryError as exc:
                     say(f"{self.db_path}: {exc}; the report itself was written", EXIT_INTERNAL)
         finally:

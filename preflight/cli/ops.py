@@ -28,7 +28,7 @@ FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-ch
 @options.inventory_argument(required=False)
 @options.selection(checks_help=FAST_HELP,
                    limit_help='Only these nodes, e.g. --limit "$SLURM_JOB_NODELIST" (Slurm hostlist).')
-@options.output(formats=("table", "json", "junit", "markdown"),
+@options.output(formats=("table", "json", "jsonl", "junit", "markdown", "html"),
                 quiet_help="Nothing on stdout (the exit code says it all).")
 @options.connection()
 @options.deadline(default=gate_mod.DEFAULT_DEADLINE,
@@ -38,13 +38,22 @@ FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-ch
 @click.option("--good-out", type=click.Path(dir_okay=False),
               help="Write the usable nodes (hostlist); with --need, the N chosen.")
 @options.slurm_actions()
+@click.option("--drain-on", "drain_on", metavar="ACTIONS",
+              help="Hand to repair only nodes whose failures need one of these actions "
+                   "(e.g. reboot_node,replace_hardware); with --drain only they are drained. "
+                   "The selection is printed on stderr.")
 def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_config, deadline, local,
-         exclude_out, good_out, need, drain, drain_unreachable, resume, dry_run) -> None:
+         exclude_out, good_out, need, drain, drain_unreachable, resume, dry_run, drain_on) -> None:
     """Fast go/no-go before a job: exit 0 only when every node is usable (SPEC exit codes)."""
+    from ..actions import parse_list
     from ..slurm.commands import SlurmError
     drain = drain or drain_unreachable
     if dry_run and not (drain or resume):
         say("--dry-run shows what --drain or --resume would do: give one of them", EXIT_USAGE)
+    try:
+        wanted = parse_list(drain_on) if drain_on is not None else None
+    except ValueError as exc:
+        say(f"--drain-on: {exc}", EXIT_USAGE)
     try:
         if need is not None:
             limit = gate_mod.allocation(limit, need)
@@ -65,7 +74,7 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
     except (InventoryError, SelectionError) as exc:
         say(str(exc), EXIT_USAGE)
     writable_or_exit(output=output, exclude_out=exclude_out, good_out=good_out)
-    report = with_signals(runner, runner.run)
+    report = _acknowledged(with_signals(runner, runner.run))
     code = report.exit_code
     try:
         if need is not None:
@@ -78,15 +87,44 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
             gate_mod.write_lists(report, exclude_out, good_out, strict)
     except OSError as exc:
         say(f"cannot write {exc.filename or 'the node list'}: {exc.strerror}", EXIT_INTERNAL)
+    selected = None
+    if wanted is not None:
+        selected = gate_mod.drain_selection(report, wanted, strict)
+        _say_drain(selected, wanted)
     if not (quiet and not output):
         emit(report, fmt, output, quiet)
     if drain or resume:
         try:
             gate_mod.slurm_actions(report, drain, resume, drain_unreachable, dry_run, strict,
-                                   say=lambda line: click.echo(line, err=True))
+                                   say=lambda line: click.echo(line, err=True),
+                                   only=set(selected) if selected is not None else None)
         except SlurmError as exc:
             say(str(exc), exc.code)
     sys.exit(code)
+
+
+def _acknowledged(report):
+    """Acks from the default history database, when there is one (`preflight ack` writes there)."""
+    from ..ops import acks, memory
+    try:
+        conn = memory.open_default()
+    except hist.HistoryError as exc:
+        say(str(exc), EXIT_INTERNAL)
+    if conn is None:
+        return report
+    try:
+        return acks.apply(report, acks.active(conn))
+    finally:
+        conn.close()
+
+
+def _say_drain(selected: dict, wanted) -> None:
+    """One line per selected node on stderr (stdout carries the report)."""
+    from ..nodeset import fold
+    head = f"preflight: drain-on {','.join(wanted)}: " + (fold(list(selected)) if selected else "no node")
+    lines = [head] + [f"preflight:   {node}: " + "; ".join(f"{c} {a}: {s[:100]}" for c, a, s in items)
+                      for node, items in selected.items()]
+    click.echo("\n".join(lines), err=True)
 
 
 # ---------------------------------------------------------------- nagios
@@ -128,10 +166,33 @@ def _open(db: str | None):
 @click.command("history")
 @db_option
 @click.option("--last", "last", type=click.IntRange(1), default=20, show_default=True, help="How many runs.")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines, one per run.")
-def history(db, last, as_json) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON lines, one per run (with --worst: one per node).")
+@click.option("--worst", is_flag=True, help="Rank nodes by the runs (of the last --last) and checks they failed.")
+@click.option("--html", "as_html", is_flag=True, help="The last runs as a node x run grid, one HTML page on stdout.")
+@click.option("--keep", "keep_days", type=click.FloatRange(min=0, min_open=True), metavar="DAYS",
+              help="Delete runs finished more than DAYS ago (and acks expired as long ago), then list.")
+def history(db, last, as_json, worst, as_html, keep_days) -> None:
     """List the stored runs, oldest first: id, time, verdict, counts."""
+    from ..ops import memory
     conn = _open(db)
+    if keep_days is not None:
+        gone = memory.prune(conn, keep_days)
+        click.echo(f"preflight: removed {gone} run(s) older than {keep_days:g} days", err=True)
+    if worst:
+        ranked = memory.worst_nodes(conn, window=last)
+        if as_json:
+            safe_echo("".join(json.dumps(asdict(w)) + "\n" for w in ranked))
+            return
+        lines = [f"{'node':<20} {'runs failed':>11}  checks (runs failed in)"]
+        lines += [f"{w.node:<20} {w.runs_failed:>5} of {w.runs_seen:<3}  "
+                  + ", ".join(f"{c} ({n})" for c, n in sorted(w.checks.items(), key=lambda kv: -kv[1]))
+                  for w in ranked]
+        safe_echo("\n".join(lines) + "\n" if ranked else f"no failures in the last {last} runs\n")
+        return
+    if as_html:
+        from ..report import history_html
+        safe_echo(history_html.render(memory.run_grid(conn, last)))
+        return
     rows = hist.runs(conn, last)
     if as_json:
         safe_echo("".join(json.dumps(asdict(r)) + "\n" for r in rows))
@@ -142,6 +203,36 @@ def history(db, last, as_json) -> None:
         lines.append(f"{r.id:>5}  {r.finished_at:<20} {r.verdict:<11} {r.nodes:>5}  {c['pass']:>4} {c['warn']:>4} "
                      f"{c['fail']:>4} {c['error']:>5} {c['skip']:>4}  {r.cluster or ''}{' (sweep)' if r.sweep else ''}")
     safe_echo("\n".join(lines) + "\n" if rows else "no runs stored yet\n")
+
+
+@click.command("ack")
+@click.argument("node", required=False)
+@click.argument("check", required=False)
+@click.option("--until", help="Last day the ack applies (YYYY-MM-DD, through its end, UTC) or an ISO time with zone.")
+@click.option("--reason", help="Why (shown next to the failure): a ticket, a known fault.")
+@click.option("--list", "as_list", is_flag=True, help="List the acks still in force.")
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="History database (default $XDG_STATE_HOME/preflight/history.sqlite; created if missing).")
+def ack(node, check, until, reason, as_list, db) -> None:
+    """Acknowledge the failures of CHECK on NODE (a node set; CHECK an id or prefix) until a date:
+    they stay in the report, dimmed, with the ack, and no longer fail a run or the gate unless --strict."""
+    from ..ops import acks
+    try:
+        conn = hist.open_db(db or hist.default_path(), create=not as_list)
+    except hist.HistoryError as exc:
+        say(str(exc), EXIT_USAGE)
+    if as_list:
+        rows = acks.active(conn)
+        safe_echo("".join(f"{a.id:>4}  {a.node:<20} {a.check:<18} until {a.until}  by {a.by}: {a.reason}\n"
+                          for a in rows) or "no acks in force\n")
+        return
+    if not (node and check and until and reason):
+        say("ack needs NODE CHECK --until DATE --reason TEXT (or --list)", EXIT_USAGE)
+    try:
+        a = acks.add(conn, node, check, until, reason)
+    except acks.AckError as exc:
+        say(str(exc), EXIT_USAGE)
+    safe_echo(f"acknowledged {a.check} on {a.node} until {a.until}: {a.reason}\n")
 
 
 @click.command("diff")

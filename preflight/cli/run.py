@@ -23,8 +23,12 @@ from .common import Progress, emit, fail_usage, ids, warn_shared_addresses, with
 @click.option("--prom-output", type=click.Path(dir_okay=False), help="Also write Prometheus textfile metrics here.")
 @click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
               help="How nodes are reached: SSH, or Slurm's srun (inventory names = Slurm node names).")
+@click.option("--flap-window", type=click.IntRange(0), default=5, show_default=True,
+              help="With a history: a check that failed on a node in any of the last N runs shows as flapping (0: off).")
+@click.option("--keep", "keep_days", type=click.FloatRange(min=0, min_open=True), metavar="DAYS",
+              help="With --history: delete stored runs older than DAYS after storing this one.")
 def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_config, deadline, record, replay,
-            history, sweep, prom_output, via):
+            history, sweep, prom_output, via, flap_window, keep_days):
     """Run the checks on every node of INVENTORY and report."""
     from ..inventory import InventoryError, load
     from .extras import RunExtras
@@ -57,7 +61,8 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
         fail_usage(str(exc))
     writable_or_exit(output=output, prom_output=prom_output)
     extras = RunExtras.start(history, sweep, prom_output, fmt, output)  # exits 2, 75 or 4 before any connection
-    report = with_signals(runner, runner.run)
+    extras.keep_days = keep_days
+    report = extras.remember(with_signals(runner, runner.run), flap_window)
     progress.clear()
     if recorder is not None:
         recorder.write()

@@ -26,7 +26,7 @@ from ..atomic import write_atomic
 from ..inventory import Inventory, InventoryError, load
 from ..model import NodeStateKind, Report, Status
 from ..nodeset import fold
-from ..registry import discover, gate_set, matches
+from ..registry import CONNECT_ID, discover, gate_set, matches
 
 DEFAULT_DEADLINE = 30.0
 
@@ -96,10 +96,11 @@ def gate_checks(checks: list[str] | None, local: bool) -> list[str]:
 
 
 def split_nodes(report: Report, strict: bool = False) -> tuple[list[str], list[str]]:
-    """(usable, excluded): excluded = unreachable, or any fail/error on the node (with strict, warn)."""
+    """(usable, excluded): excluded = unreachable, or any fail/error on the node (with strict, warn);
+    an acknowledged failure excludes only with strict."""
     bad_status = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
     bad = {n.name for n in report.nodes if n.state is not NodeStateKind.OK}
-    bad |= {r.node for r in report.results if r.node and r.status in bad_status}
+    bad |= {r.node for r in report.results if r.node and r.status in bad_status and (strict or not r.ack)}
     names = [n.name for n in report.nodes]
     return [n for n in names if n not in bad], [n for n in names if n in bad]
 
@@ -131,11 +132,19 @@ def slurm_usable() -> None:
 
 
 def slurm_actions(report: Report, drain: bool, resume: bool, drain_unreachable: bool, dry_run: bool,
-                  strict: bool, say: Any) -> None:
-    """Drain/resume by NHC's rule (preflight/slurm/drain.py); raises SlurmError."""
+                  strict: bool, say: Any, only: "set[str] | None" = None) -> None:
+    """Drain/resume by NHC's rule (preflight/slurm/drain.py); raises SlurmError. With `only`
+    (`--drain-on`: the nodes whose failures need one of the named actions), no other node is drained."""
+    import dataclasses
+
     from ..slurm import commands, drain as drain_mod
     states = commands.node_states([n.name for n in report.nodes])
     actions = drain_mod.plan(report, states, drain, resume, drain_unreachable, strict)
+    if only is not None:
+        actions = [a if a.verb != "drain" or a.node in only else
+                   dataclasses.replace(a, verb="none", note=f"not drained: its failures need none of --drain-on's "
+                                                             f"actions ({a.reason})", reason=None)
+                   for a in actions]
     drain_mod.apply(actions, dry_run, say)
 
 
@@ -159,3 +168,28 @@ def write_lists(report: Report, exclude_out: str | None, good_out: str | None, s
         write_atomic(exclude_out, (fold(bad) + "\n") if bad else "")
     if good_out:
         write_atomic(good_out, (fold(good) + "\n") if good else "")
+
+
+# A node the gate could not reach, or that timed out, cannot say what it needs: reaching it again
+# takes a reboot (or someone at the console), so for --drain-on it counts as this action.
+UNREACHABLE_ACTION = "reboot_node"
+
+
+def drain_selection(report: Report, wanted: "tuple[str, ...] | set[str]",
+                    strict: bool = False) -> dict[str, list[tuple[str, str, str]]]:
+    """`gate --drain-on ACTIONS`: node -> [(check, action, summary)] for the nodes that have a fail
+    (with strict, a warn) whose action is one of `wanted`; the others may still be excluded from
+    the job (--exclude-out) but are not handed to repair. An acknowledged failure never selects.
+    Errors (could not tell) carry no action and do not select, except a node not reached at all
+    (UNREACHABLE_ACTION)."""
+    graded = {Status.FAIL} | ({Status.WARN} if strict else set())
+    wanted = set(wanted)
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for n in report.nodes:
+        if n.state is not NodeStateKind.OK and UNREACHABLE_ACTION in wanted:
+            out.setdefault(n.name, []).append((CONNECT_ID, UNREACHABLE_ACTION, f"{n.state.value}: {n.error}"))
+    for r in report.results:
+        if r.node and r.status in graded and r.action in wanted and not r.ack:
+            out.setdefault(r.node, []).append((r.check, r.action, r.summary))
+    order = {n.name: i for i, n in enumerate(report.nodes)}
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 
 from ..model import Report, Status, worst
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BAD = {Status.FAIL.value, Status.ERROR.value}
 
 
@@ -26,7 +26,12 @@ class HistoryError(Exception):
 
 
 def default_path() -> Path:
-    """$XDG_STATE_HOME/preflight/history.sqlite (XDG base dirs; fallback ~/.local/state)."""
+    """The configured `history` (preflight/config.py: PREFLIGHT_HISTORY, config files), else
+    $XDG_STATE_HOME/preflight/history.sqlite (XDG base dirs; fallback ~/.local/state)."""
+    from ..config import history_path
+    configured = history_path()
+    if configured:
+        return Path(configured)
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "preflight" / "history.sqlite"
 
@@ -73,7 +78,19 @@ def _v2(db: sqlite3.Connection) -> None:
     """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]  # MIGRATIONS[i]: version i -> i+1
+def _v3(db: sqlite3.Connection) -> None:
+    """The report's run_id on runs; acknowledgements (`preflight ack`); an index for retention."""
+    _script(db, """
+        ALTER TABLE runs ADD COLUMN run_uuid TEXT;
+        CREATE TABLE acks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            node TEXT NOT NULL, check_id TEXT NOT NULL, until TEXT NOT NULL,
+            reason TEXT NOT NULL, by TEXT NOT NULL, at TEXT NOT NULL);
+        CREATE INDEX runs_finished ON runs(finished_at);
+    """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]  # MIGRATIONS[i]: version i -> i+1
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -132,10 +149,10 @@ def store(db: sqlite3.Connection, report: Report, sweep: bool = False) -> int:
         db.execute("BEGIN IMMEDIATE")
         cur = db.execute(
             "INSERT INTO runs (started_at, finished_at, inventory_path, inventory_sha256, cluster, tool_version,"
-            " exit_code, verdict, interrupted, sweep) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            " exit_code, verdict, interrupted, sweep, run_uuid) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (report.started_at, report.finished_at, report.inventory_path, report.inventory_sha256,
              report.cluster, report.tool_version, report.exit_code, report.verdict, int(report.interrupted),
-             int(sweep)))
+             int(sweep), report.run_id or None))
         run_id = int(cur.lastrowid)
         db.executemany("INSERT INTO nodes (run_id, name, host, state, error) VALUES (?,?,?,?,?)",
                        [(run_id, n.name, n.host, n.state.value, n.error) for n in report.nodes])

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from ..model import Report
 
-FORMATS = ("table", "json", "junit", "markdown", "prometheus")
+FORMATS = ("table", "json", "jsonl", "junit", "markdown", "prometheus", "html")
 
 
 def console(file=None, color: bool | None = None) -> "Console":
@@ -41,6 +41,12 @@ def render(report: "Report", fmt: str) -> str:
     if fmt == "json":
         from . import json_report
         return json_report.render(report)
+    if fmt == "jsonl":
+        from . import json_report
+        return json_report.render_lines(report)
+    if fmt == "html":
+        from . import html
+        return html.render(report)
     if fmt == "junit":
         from . import junit
         return junit.render(report)

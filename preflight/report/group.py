@@ -16,6 +16,16 @@ class Group:
     summary: str
     remediation: str | None
     nodes: tuple[str, ...]
+    action: str | None = None
+    flapping: bool = False  # passes now, failed in a recent stored run
+    ack: tuple[str, str] | None = None  # (until, reason) of the acknowledgement that covers it
+
+    @property
+    def note(self) -> str:
+        """What the history adds to the line: the ack, or the sticky flapping mark."""
+        if self.ack:
+            return f"acknowledged until {self.ack[0]}: {self.ack[1]}"
+        return "flapping: failed in a recent run" if self.flapping else ""
 
     @property
     def label(self) -> str:
@@ -27,9 +37,10 @@ def grouped(report: Report) -> list[Group]:
     order = {c: i for i, c in enumerate(dict.fromkeys(r.check for r in report.results))}
     buckets: dict[tuple, list[str]] = {}
     for r in report.results:
-        key = (r.check, r.status, r.summary, r.remediation)
+        ack = (r.ack["until"], r.ack["reason"]) if r.ack else None
+        key = (r.check, r.status, r.summary, r.remediation, r.action, r.flapping, ack)
         buckets.setdefault(key, []).append(r.node or CLUSTER)
-    groups = [Group(c, s, summ, rem, tuple(nodes)) for (c, s, summ, rem), nodes in buckets.items()]
+    groups = [Group(*key[:4], tuple(nodes), *key[4:]) for key, nodes in buckets.items()]
     return sorted(groups, key=lambda g: (-SEVERITY[g.status], order[g.check]))
 
 
@@ -39,7 +50,7 @@ def condensed(groups: list[Group]) -> list[Group]:
     out: list[Group] = []
     first: dict[str, tuple[int, Group]] = {}  # check -> (position, its first passing group)
     for g in groups:
-        if g.status is not Status.PASS or g.nodes == (CLUSTER,):
+        if g.status is not Status.PASS or g.nodes == (CLUSTER,) or g.flapping:
             out.append(g)
         elif g.check not in first:
             first[g.check] = (len(out), g)

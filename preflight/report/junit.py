@@ -49,7 +49,8 @@ def render(report: Report) -> str:
     for r, name in zip(report.results, case_names(report)):
         case = ET.SubElement(suite, "testcase", classname=f"preflight.{r.check}",
                              name=name, time=f"{r.duration_s:.3f}")
-        text = _clean(r.summary + (f"\nremediation: {r.remediation}" if r.remediation else ""))
+        text = _clean(r.summary + (f"\naction: {r.action}" if r.action else "")
+                      + (f"\nremediation: {r.remediation}" if r.remediation else ""))
         tag = {Status.FAIL: "failure", Status.ERROR: "error", Status.SKIP: "skipped"}.get(r.status)
         if tag:
             ET.SubElement(case, tag, message=_clean(r.summary)).text = text

@@ -22,10 +22,12 @@ def render(report: Report) -> str:
     for title, groups in sections(report, grouped(report)):
         if title:
             lines += [f"### {title}", ""]
-        lines += ["| status | check | nodes | finding | fix |", "|---|---|---|---|---|"]
+        lines += ["| status | check | nodes | finding | action | fix |", "|---|---|---|---|---|---|"]
         for g in condensed(groups):
             fix = g.remediation if g.status in (Status.FAIL, Status.WARN, Status.ERROR) else ""
-            lines.append(f"| {g.status.value.upper()} | `{g.check}` | `{g.label}` | {_cell(g.summary)} | {_cell(fix)} |")
+            lines.append(f"| {g.status.value.upper()}{' (ack)' if g.ack else ''} | `{g.check}` | `{g.label}` | "
+                         f"{_cell(g.summary + (' — ' + g.note if g.note else ''))} | "
+                         f"{g.action or ''} | {_cell(fix)} |")
         lines.append("")
     counts = report.counts()
     lines += ["Summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()), ""]

@@ -117,6 +117,11 @@ def families(report: Report, busy: Iterable[str] = ()) -> _Families:
         fam.add("preflight_check_status", "Worst status of a check on a node (pass 0, warn 1, fail 2, error 3, "
                 "skip -1); node _cluster is a cluster check's summary", {"check": check, "node": node},
                 worst(sts).number)
+    for r in report.results:
+        if r.action:
+            fam.add("preflight_check_action", "1 per failing or warning check on a node, labelled with what to do "
+                    "(monitor, fix_config, restart_process, reset_device, reboot_node, replace_hardware)",
+                    {"check": r.check, "node": r.node or CLUSTER_LABEL, "action": r.action}, 1)
     for n in report.nodes:
         fam.add("preflight_node_reachable", "1 when the node was reached and authenticated, else 0",
                 {"node": n.name}, 1 if n.state is NodeStateKind.OK else 0)

@@ -44,11 +44,17 @@ def checklist(report: Report, show_pass: bool = True) -> Table:
         for g in condensed(groups):
             if g.status is Status.PASS and not show_pass:
                 continue
-            finding = Text(g.summary)  # node text: never markup (brackets in node ranges and tool output)
+            finding = Text(g.summary, style="dim" if g.ack else "")  # node text: never markup (brackets in node ranges and tool output)
+            if g.note:
+                finding.append(f"\n{g.note}", style="dim italic" if g.ack else "bold yellow")
+            if g.action:
+                finding.append("\naction: ", style="bold")
+                finding.append(g.action, style=STYLE[g.status])
             if g.remediation and g.status in (Status.FAIL, Status.WARN, Status.ERROR):
                 finding.append("\nfix: ", style="bold")
                 finding.append(g.remediation)
-            table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]), Text(g.check), Text(g.label), finding)
+            word = g.status.value.upper() + (" (ack)" if g.ack else "")
+            table.add_row(Text(word, style="dim" if g.ack else STYLE[g.status]), Text(g.check), Text(g.label), finding)
     return table
 
 

@@ -92,4 +92,5 @@ def test_result_to_dict_fields():
     d = Result("hccn.link", "n1", Status.FAIL, "device 5 link DOWN", {"failed_devices": [5]}, "fix it",
                0.123456).to_dict()
     assert d == {"check": "hccn.link", "node": "n1", "status": "fail", "summary": "device 5 link DOWN",
-                 "details": {"failed_devices": [5]}, "remediation": "fix it", "duration_s": 0.123}
+                 "details": {"failed_devices": [5]}, "remediation": "fix it", "action": None,
+                 "duration_s": 0.123}

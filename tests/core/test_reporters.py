@@ -43,10 +43,11 @@ def sample_report(weird: str = WEIRD) -> Report:
         results.append(Result("hccn.link", n, Status.FAIL, "device 5 link DOWN, expected UP",
                               {"failed_devices": [5], "metrics": [{"name": "link_up_count", "value": 7,
                                                                     "unit": "", "labels": {}}]},
-                              fix_link, 0.125))
+                              fix_link, 0.125, "replace_hardware"))
     results.append(Result("hccn.link", weird, Status.PASS, "8 links UP", duration_s=0.1))
     results.append(Result("hccn.link", UNI, Status.WARN, "device 2 link flapped 3 times [last 10 min]",
-                          {"failed_devices": [2]}, "check the cable of device 2 (hccn_tool -i 2 -link_stat -g)", 0.1))
+                          {"failed_devices": [2]}, "check the cable of device 2 (hccn_tool -i 2 -link_stat -g)", 0.1,
+                          "monitor"))
     results.append(Result("hccn.link", "node06", Status.SKIP, "node unreachable"))
     results.append(Result("npu.health", "node01", Status.ERROR,
                           "could not read the output: unexpected line 'Chip \ufffd\ufffd [0] Alarm'",
@@ -56,13 +57,14 @@ def sample_report(weird: str = WEIRD) -> Report:
     results.append(Result("npu.health", "node06", Status.SKIP, "node unreachable"))
     results.append(Result("sw.consistency", None, Status.FAIL, "CANN toolkit differs: 8.0.RC1 on 4 nodes, "
                           "8.0.RC2 on node[02]", {"values": {"8.0.RC1": 4, "8.0.RC2": 1}},
-                          "install the same CANN toolkit everywhere", 0.01))
+                          "install the same CANN toolkit everywhere", 0.01, "fix_config"))
     results.append(Result("sw.consistency", "node02", Status.FAIL, "CANN toolkit 8.0.RC2, expected 8.0.RC1",
-                          {}, "install CANN toolkit 8.0.RC1 on node02", 0.0))
+                          {}, "install CANN toolkit 8.0.RC1 on node02", 0.0, "fix_config"))
     results.append(Result("plan.parallel", None, Status.SKIP, "no job: section in the inventory"))
     return Report(started_at="2026-12-01T04:00:00Z", finished_at="2026-12-01T04:00:07Z",
                   inventory_path="inventory.yaml", inventory_sha256="ab" * 32, nodes=nodes,
-                  results=tuple(results), cluster="demo", tool_version="0.1.0")
+                  results=tuple(results), cluster="demo", tool_version="0.1.0",
+                  run_id="0f8c1e2a-5b6d-4c7e-9f01-23456789abcd")
 
 
 def golden(name: str, text: str) -> None:
@@ -83,7 +85,7 @@ def test_json_golden():
 def test_json_fields_and_types_per_spec():
     rep = sample_report()
     d = json.loads(render(rep, "json"))
-    for key, typ in [("schema", str), ("tool_version", str), ("started_at", str), ("finished_at", str),
+    for key, typ in [("schema", str), ("run_id", str), ("tool_version", str), ("started_at", str), ("finished_at", str),
                      ("inventory", dict), ("verdict", str), ("exit_code", int), ("nodes", list),
                      ("results", list), ("summary", dict)]:
         assert isinstance(d[key], typ), key
@@ -99,12 +101,12 @@ def test_json_fields_and_types_per_spec():
         assert n["state"] in {"ok", "unreachable", "auth_failed", "hostkey_rejected", "timeout"}
         assert (n["error"] is None) == (n["state"] == "ok")
     for r in d["results"]:
-        assert set(r) == {"check", "node", "status", "summary", "details", "remediation", "duration_s"}
+        assert set(r) == {"check", "node", "status", "summary", "details", "remediation", "action", "duration_s"}
         assert r["status"] in {"pass", "warn", "fail", "skip", "error"}
         assert isinstance(r["details"], dict) and isinstance(r["duration_s"], (int, float))
         assert r["node"] is None or isinstance(r["node"], str)
         if r["status"] in ("fail", "warn"):
-            assert r["remediation"], r
+            assert r["remediation"] and r["action"], r
     assert [n["name"] for n in d["nodes"]][3:5] == [WEIRD, UNI]
     assert {r["node"] for r in d["results"] if r["check"] == "sw.consistency"} == {None, "node02"}
 
@@ -208,9 +210,9 @@ def test_failures_come_first_in_the_table():
 def test_markdown_escapes_pipes():
     rep = sample_report()
     rep = Report(**{**rep.__dict__, "results": rep.results + (
-        Result("npu.idle", "node01", Status.FAIL, "a | b", remediation="kill 1 | true"),)})
+        Result("npu.idle", "node01", Status.FAIL, "a | b", remediation="kill 1 | true", action="restart_process"),)})
     line = next(ln for ln in render(rep, "markdown").splitlines() if "a \\| b" in ln)
-    assert len(re.findall(r"(?<!\\)\|", line)) == 6  # 5 columns: the cells' own pipes are escaped
+    assert len(re.findall(r"(?<!\\)\|", line)) == 7  # 6 columns: the cells' own pipes are escaped
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "junit", "markdown"])

@@ -249,3 +249,19 @@ def test_run_history_entry_then_diff_via_cli(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["diff", "--db", str(db)])
     assert "newly failing: 1" in r.output and "n1" in r.output and "npu.idle" in r.output
     assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+
+
+def test_migrates_a_version_2_database_to_acks_and_run_ids(db_path):
+    db_path.parent.mkdir(parents=True)
+    old = sqlite3.connect(db_path, isolation_level=None)
+    hist.MIGRATIONS[0](old)
+    hist.MIGRATIONS[1](old)
+    old.execute("PRAGMA user_version = 2")
+    old.execute("INSERT INTO runs (started_at, finished_at, exit_code, verdict, sweep) VALUES ('a','b',1,'not_ready',1)")
+    old.close()
+    db = hist.open_db(db_path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == hist.SCHEMA_VERSION == 3
+    assert [(r.id, r.verdict, r.sweep) for r in hist.runs(db)] == [(1, "not_ready", True)]
+    rid = hist.store(db, make_report(fail={"node02": "hccn.link"}))
+    assert db.execute("SELECT COUNT(*) FROM acks").fetchone()[0] == 0
+    assert db.execute("SELECT run_uuid FROM runs WHERE id=?", (rid,)).fetchone()[0] is None  # hand-made: no id

@@ -1,0 +1,37 @@
+"""npu-smi fault codes -> action rows, read from preflight/data/npu_fault_codes.yaml (the vendor's
+own grading of each code; the file cites it). Used by npu.health's ACTIONS."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+TABLE_PATH = Path(__file__).resolve().parent.parent / "data" / "npu_fault_codes.yaml"
+CODE = re.compile(r"[0-9A-F]{8}")
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, str]:
+    """code -> action; a code listed under two levels keeps the worse action."""
+    from ..actions import RANK
+
+    data = yaml.safe_load(TABLE_PATH.read_text(encoding="utf-8"))
+    out: dict[str, str] = {}
+    for level, row in data["levels"].items():
+        for code in row["codes"]:
+            code = str(code).upper()
+            if not CODE.fullmatch(code):
+                raise ValueError(f"{TABLE_PATH}: {level}: {code!r} is not an 8-digit hex fault code")
+            if code not in out or RANK[row["action"]] > RANK[out[code]]:
+                out[code] = row["action"]
+    return out
+
+
+def rows(source: str = "preflight/data/npu_fault_codes.yaml (MindCluster faultCode.json)") -> tuple[tuple[str, str, str], ...]:
+    """One ACTIONS row per action: a regex of every code graded so (word-bounded, case-insensitive)."""
+    by_action: dict[str, list[str]] = {}
+    for code, action in sorted(table().items()):
+        by_action.setdefault(action, []).append(code)
+    return tuple((r"(?i)\b(?:" + "|".join(codes) + r")\b", action, source) for action, codes in by_action.items())
