@@ -25,6 +25,12 @@ from preflight.checkapi import (CommandOutput, Finding, Probe, cmd, sh, Status, 
 ID = "container.runtime"
 SCOPE = "node"
 PRIVILEGE = "root"  # rootful podman, dockerd's socket (docker: or the docker group, applied by the core)
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"does not answer", "restart_process", "the container runtime is not running: start its service"),
+    (r"HCCL_IF_IP", "fix_config", "a non-host network mode: the job's HCCL_IF_IP must be the container's address"),
+    ("", "fix_config", "the job's container or image: start it, load it, pass the NPUs and the driver in"),
+)
 DEFAULTS: dict = {}
 
 VERSION, INSPECT, INSIDE = "runtime_version", "inspect", "inside"

@@ -32,6 +32,8 @@ ID = "cuda.env"
 SCOPE = "node"
 BACKEND = "nvidia"
 GATE = True
+# What to do with a fail/warn (preflight/actions.py): driver, CUDA and torch are installed configuration.
+ACTIONS = (("", "fix_config", "driver / CUDA / torch versions and the launch environment (docs/NVIDIA.md)"),)
 DEFAULTS: dict = {}
 PY_PROBE = "cuda_python"
 MARK = "@@cuda_env "

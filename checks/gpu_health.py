@@ -43,6 +43,26 @@ ID = "gpu.health"
 SCOPE = "node"
 BACKEND = "nvidia"
 GATE = True
+# What to do with a fail/warn (preflight/actions.py). Xid rows follow the resolution the
+# NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors) gives each class of Xid; the worst matching row wins.
+ACTIONS = (
+    (r"Xid 79 ", "reboot_node", "GPU has fallen off the bus: reboot the node, a hardware ticket if it recurs (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors))"),
+    (r"Xid (48|63|64|92|94|95) ", "reset_device", "ECC / row-remap Xids: reset the GPU (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors); NVIDIA Dynamic Page Retirement guide)"),
+    (r"Xid (13|31|43|45|68|69) ", "restart_process", "application-level Xids: restart the job (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors))"),
+    (r"Xid \d+ ", "reset_device", "other Xids: reset the GPU, then re-run (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors))"),
+    (r"since the driver loaded \(volatile\)", "reset_device", "volatile uncorrectable ECC: reset the GPU (NVIDIA memory error management)"),
+    (r"over its lifetime \(aggregate\)", "monitor", "aggregate ECC history: watch the count"),
+    (r"remapping failure", "replace_hardware", "a row that could not be remapped: the GPU needs replacing (nvidia-smi -q documentation)"),
+    (r"[Rr]emap|[Rr]eset [Rr]equired|Drain and Reset|retire", "reset_device",
+     "a pending row remap, page retirement or reset request takes effect at a GPU reset (nvidia-smi -q documentation)"),
+    (r"clocks slowed down", "replace_hardware", "HW slowdown / power brake / thermal: the cooling or power hardware (nvidia-smi clocks event reasons)"),
+    (r"PCIe link x", "reboot_node", "a PCIe link below its width retrains at reboot; reseat the GPU if it stays degraded"),
+    (r"PCIe Gen", "monitor", "PCIe generation below the maximum while busy: watch it"),
+    (r"NVSwitch fabric", "restart_process", "fabric not ready: restart nvidia-fabricmanager (NVIDIA Fabric Manager guide)"),
+    (r"persistence mode", "fix_config", "persistence mode: nvidia-smi -pm 1 or nvidia-persistenced"),
+    (r"GPUs listed by nvidia-smi, expected", "reboot_node", "a GPU missing from nvidia-smi: reboot, then a hardware ticket"),
+    ("", "reboot_node", "nvidia-smi failing otherwise: reload the driver or reboot"),
+)
 DEFAULTS = {"require_persistence": True}
 
 FIXES = {

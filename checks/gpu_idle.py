@@ -26,6 +26,12 @@ SCOPE = "node"
 BACKEND = "nvidia"
 GATE = True
 ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
+# What to do with a fail/warn (preflight/actions.py).
+ACTIONS = (
+    (r"process\(es\) on GPUs", "restart_process", "a leftover job on the GPUs: stop it"),
+    (r"in use with no process listed", "reset_device", "GPU memory held with no process: a dead context, reset the GPU"),
+    ("", "monitor", "nvidia-smi gave no table: see gpu.health"),
+)
 DEFAULTS = {"max_memory_used_pct": 5.0}
 
 

@@ -28,6 +28,13 @@ ID = "ib.link"
 SCOPE = "node"
 BACKEND = "nvidia"
 GATE = True
+# What to do with a fail/warn (preflight/actions.py), as hccn.link grades a RoCE port.
+ACTIONS = (
+    (r"expected Active/LinkUp", "replace_hardware", "an IB port not Active/LinkUp: cable, transceiver or switch port"),
+    (r"rate .* expected", "monitor", "a port below the expected rate: watch it, check the cable's rating"),
+    (r"not found", "fix_config", "a port named in the inventory's `ports` that the node does not have"),
+    ("", "fix_config", "ibstat / ibstatus / sysfs not readable"),
+)
 DEFAULTS: dict = {"rate": None, "ports": []}
 
 
