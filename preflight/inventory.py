@@ -17,7 +17,7 @@ import paramiko
 import yaml
 
 from . import nodeset
-from .node import Node
+from .node import Node, parse_jump
 
 
 class InventoryError(ValueError):
@@ -249,6 +249,11 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
         return {k: dict(v) for k, v in value.items()}
     if key in ("port", "devices") and not (0 < value < (65536 if key == "port" else 4097)):
         raise ctx.fail(m, key, f"{value} is out of range")
+    if key == "proxy_jump":
+        try:
+            parse_jump(value)
+        except ValueError as exc:
+            raise ctx.fail(m, key, str(exc)) from None
     if key == "host" and not HOST_RE.match(value.replace("[", "").replace("]", "").replace(",", "")):
         raise ctx.fail(m, key, f"{value!r} is not a host name or address")
     return value
@@ -426,6 +431,10 @@ def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig |
         if "identity_file" not in kw and found.get("identityfile"):
             kw["identity_file"] = found["identityfile"][0]
         if "proxy_jump" not in kw and found.get("proxyjump"):
+            try:
+                parse_jump(found["proxyjump"])
+            except ValueError as exc:
+                raise InventoryError(f"ssh config: ProxyJump for {host}: {exc}") from None
             kw["proxy_jump"] = found["proxyjump"]
         if "known_hosts" not in kw and found.get("userknownhostsfile"):
             kw["known_hosts"] = found["userknownhostsfile"].split()[0]

@@ -7,8 +7,10 @@ whole run and what a node finished before it is kept.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -48,6 +50,7 @@ class NodeRun:
     facts: dict[str, Any] = field(default_factory=dict)
     results: list[Result] = field(default_factory=list)
     done: bool = False
+    internal: str | None = None  # a bug met in this node's worker (exit 4), in words
 
 
 def _spec(probe: str | Probe, node: Node) -> tuple[str, float]:
@@ -162,9 +165,17 @@ class Runner:
                     self._evaluate_node(run, info)
             if not self._plans_ahead():  # nothing more to send this node: free its connection now
                 self._close(run)
+        except Exception as exc:  # noqa: BLE001 - a bug: said (exit 4), and the other nodes go on
+            self._internal(run, exc)
         finally:
             run.done = True
             self._tick(run)
+
+    def _internal(self, run: NodeRun, exc: Exception) -> None:
+        if os.environ.get("PREFLIGHT_DEBUG"):
+            traceback.print_exc()
+        run.internal = f"internal error (a bug in preflight, please report it): {type(exc).__name__}: {exc}"
+        self._close(run)
 
     def _gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
         node = run.node
@@ -286,7 +297,11 @@ class Runner:
         return plans
 
     def _run_plan(self, run: NodeRun, wanted, contexts) -> None:
-        outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder)
+        try:
+            outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder)
+        except Exception as exc:  # noqa: BLE001
+            self._internal(run, exc)
+            return
         for cid, o in outs.items():
             contexts[cid].planned.setdefault(run.node.name, {}).update(o)  # type: ignore[union-attr]
 
@@ -335,8 +350,8 @@ class Runner:
         for name, r in self.runs.items():
             if not r.done and r.state is NodeStateKind.OK:
                 r.state, r.error = NodeStateKind.TIMEOUT, f"{cut} before the node finished"
+            results.extend(self._node_results(r, node_checks, cut))  # may name an internal error as the state's
             nodes.append(NodeState(name, r.node.host, r.state, r.error))
-            results.extend(self._node_results(r, node_checks, cut))
         results.extend(self.cluster_results)
         for c in self.reported:
             if self.every[c].scope == "cluster" and not any(x.check == c for x in self.cluster_results):
@@ -344,10 +359,15 @@ class Runner:
         return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
                       inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
                       cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
-                      interrupted=self.interrupted)
+                      interrupted=self.interrupted,
+                      internal_errors=tuple(f"{r.node.name}: {r.internal}" for r in self.runs.values() if r.internal))
 
     def _node_results(self, r: NodeRun, node_checks: list[str], cut: str) -> list[Result]:
         name = r.node.name
+        if r.internal and not any(x.check == CONNECT_ID for x in r.results):  # never reached the node
+            r.state, r.error = NodeStateKind.UNREACHABLE, r.internal
+            return [Result(CONNECT_ID, name, Status.ERROR, r.internal, {"internal": True})] + \
+                   [Result(c, name, Status.SKIP, NODE_UNREACHABLE) for c in node_checks if c != CONNECT_ID]
         if r.state in (NodeStateKind.UNREACHABLE, NodeStateKind.AUTH_FAILED, NodeStateKind.HOSTKEY_REJECTED):
             return [Result(CONNECT_ID, name, Status.ERROR, f"{r.state.value}: {r.error}",
                            remediation=REMEDY.get(r.state))] + \
@@ -357,7 +377,8 @@ class Runner:
         if CONNECT_ID not in have:
             out.insert(0, Result(CONNECT_ID, name, Status.ERROR, f"timeout: {r.error or cut}",
                                  remediation=REMEDY[NodeStateKind.TIMEOUT]))
-        out += [Result(c, name, Status.ERROR, f"not finished: {cut}") for c in node_checks if c not in have]
+        why = r.internal or cut
+        out += [Result(c, name, Status.ERROR, f"not finished: {why}") for c in node_checks if c not in have]
         order = {c: i for i, c in enumerate(node_checks)}
         return sorted(out, key=lambda x: order.get(x.check, len(order)))
 

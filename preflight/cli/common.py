@@ -89,6 +89,8 @@ def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
     from ..atomic import write_atomic
     from ..report import console, render
 
+    for message in report.internal_errors:  # exit 4: the bug is said where a person looks
+        click.echo(f"preflight: {message}", err=True)
     if output:
         try:
             write_atomic(output, render(report, fmt), mode=0o644 if fmt == "prometheus" else 0o600)

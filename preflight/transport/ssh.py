@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import paramiko
 
 from ..model import CommandOutput, NodeStateKind
-from ..node import Node
+from ..node import Node, parse_jump
 from . import ConnectError
 from .batch import ProbeSpec, remote_command
 from .hostkeys import HostKeyRejected, KnownHosts
@@ -199,15 +199,16 @@ class SSHTransport:
     def _via_jump(self, node: Node):
         """One ProxyJump hop: a direct-tcpip channel through a shared connection to the jump host."""
         spec = node.proxy_jump or ""
-        if "," in spec:
+        hops = parse_jump(spec)  # validated at load: a ValueError here is a bug, reported as one
+        if len(hops) > 1:
             raise ConnectError(NodeStateKind.UNREACHABLE,
                                f"ProxyJump {spec!r}: only one jump host is supported; refusing to connect directly")
-        user, _, hostport = spec.rpartition("@")
-        host, _, port = hostport.partition(":")
+        hop = hops[0]
+        host = hop.host
         with self._jump_lock:
             jump = self._jumps.get(spec)
             if jump is None or not jump.transport.is_active():
-                jnode = Node(name=f"jump {host}", host=host, port=int(port or 22), user=user or node.user,
+                jnode = Node(name=f"jump {host}", host=host, port=hop.port, user=hop.user or node.user,
                              identity_file=node.identity_file, known_hosts=node.known_hosts,
                              host_key_policy=node.host_key_policy, connect_timeout=node.connect_timeout,
                              banner_timeout=node.banner_timeout, auth_timeout=node.auth_timeout)

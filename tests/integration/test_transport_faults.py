@@ -283,3 +283,23 @@ def test_64_nodes_with_8_down_the_other_56_complete(big_cluster):
     finally:
         for n in down:
             big_cluster.reset(n)
+
+
+def test_a_bug_in_one_node_worker_is_exit_4_with_the_message_and_the_others_intact(sim_cluster):
+    """The inventory refuses a malformed proxy_jump; one slipped past it (built in code) makes the
+    transport raise ValueError in node03's worker: exit 4, one ssh.connect row naming the bug."""
+    import dataclasses
+
+    KnownHosts.forget_all()
+    inv = load(sim_cluster.inventory_path)
+    nodes = tuple(dataclasses.replace(n, proxy_jump="host:notaport") if n.name == "node03" else n
+                  for n in inv.nodes)
+    report = Runner(dataclasses.replace(inv, nodes=nodes), SSHTransport(), Options(checks=["npu.health"])).run()
+    assert report.exit_code == 4 and report.verdict == "incomplete"
+    rows = [r for r in report.results if r.node == "node03"]
+    assert [(r.check, r.status) for r in rows] == [("ssh.connect", Status.ERROR), ("npu.health", Status.SKIP)]
+    assert "internal error" in rows[0].summary and "ValueError" in rows[0].summary and "notaport" in rows[0].summary
+    assert "deadline" not in rows[0].summary
+    assert report.internal_errors and report.internal_errors[0].startswith("node03: internal error")
+    for n in ("node01", "node02", "node04", "node05", "node06"):
+        assert [r.status for r in report.results if r.node == n] == [Status.PASS, Status.PASS], n
