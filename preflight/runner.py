@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -21,12 +21,14 @@ from .checkapi import ClusterContext, Finding, ParseError, Probe
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .node import Node
+from .pool import DaemonPool
 from .registry import CONNECT_ID, CheckInfo, check_parameters, discover, select
 from .transport import ConnectError, Session, Transport
 from .transport.batch import ProbeSpec
 from .transport.stream import CANCELLED
 
 NODE_UNREACHABLE = "node unreachable"
+CUT_GRACE_S = 0.5  # after a cut, how long workers get to record what they finished (their channels are closed)
 
 
 @dataclass
@@ -36,6 +38,7 @@ class Options:
     forks: int = 64
     deadline: float | None = None
     strict: bool = False
+    started: float | None = None  # time.monotonic() the deadline counts from (the CLI: process start)
 
 
 @dataclass
@@ -103,8 +106,9 @@ class Runner:
     # ------------------------------------------------------------ public
     def run(self) -> Report:
         started = _now()
-        t_end = time.monotonic() + self.opts.deadline if self.opts.deadline else None
-        pool = ThreadPoolExecutor(max_workers=max(1, min(self.opts.forks, len(self.runs))))
+        origin = self.opts.started if self.opts.started is not None else time.monotonic()
+        t_end = origin + self.opts.deadline if self.opts.deadline else None
+        pool = DaemonPool(min(self.opts.forks, len(self.runs)))
         try:
             futures = [pool.submit(self._node_phase, r) for r in self.runs.values()]
             self._wait(futures, t_end)
@@ -112,7 +116,7 @@ class Runner:
                 self._cluster_phase(pool, t_end)
         finally:
             self.cancel_if_deadline(t_end)
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
             self._close_sessions()
         return self._report(started)
 
@@ -135,7 +139,10 @@ class Runner:
             for r in self.runs.values():  # unblock readers now: a closed channel makes the node kill its probes
                 if not r.done:
                     self._close(r)
-            wait(pending, timeout=3.0)
+            abort = getattr(self.transport, "abort", None)
+            if abort is not None:  # and handshakes still waiting for a silent sshd
+                abort()
+            wait(pending, timeout=CUT_GRACE_S)
 
     # ------------------------------------------------------------ per node
     def _node_checks(self) -> list[CheckInfo]:
@@ -149,6 +156,9 @@ class Runner:
             try:
                 run.session = self.transport.connect(run.node, self.cancel)
             except ConnectError as exc:
+                if self.cancel.is_set():  # the cut aborted the handshake: the node did not fail, the run ended
+                    run.state, run.error = NodeStateKind.TIMEOUT, f"{self._cut_reason()} before the node answered"
+                    return
                 run.state, run.error = exc.state, exc.reason
                 if self.recorder is not None:
                     self.recorder.state(run.node.name, exc.state, exc.reason)
@@ -261,7 +271,7 @@ class Runner:
                 self.progress(self._finished, len(self.runs), self._failed)
 
     # ------------------------------------------------------------ cluster
-    def _cluster_phase(self, pool: ThreadPoolExecutor, t_end: float | None) -> None:
+    def _cluster_phase(self, pool: DaemonPool, t_end: float | None) -> None:
         cluster = [self.every[c] for c in self.active if self.every[c].scope == "cluster"]
         if not cluster:
             return

@@ -50,22 +50,62 @@ def safe_echo(text: str) -> None:
 
 
 class Progress:
-    """One updating line on stderr, only for a person watching a terminal."""
+    """One updating line on stderr, only for a person watching a terminal. Where escape codes are
+    not wanted (NO_COLOR, TERM=dumb, --no-color) the line is overwritten with spaces instead of
+    ESC [K."""
 
     def __init__(self, enabled: bool):
+        from ..report import color_wanted
+
         self.enabled = enabled
+        self.plain = not color_wanted(sys.stderr)
         self._lock = threading.Lock()
+        self._width = 0
 
     def __call__(self, done: int, total: int, failing: int) -> None:
         if self.enabled:
             with self._lock:
-                sys.stderr.write(f"\r\033[Kpreflight: {done}/{total} nodes done, {failing} failing")
-                sys.stderr.flush()
+                line = f"preflight: {done}/{total} nodes done, {failing} failing"
+                self._write(line)
+
+    def _write(self, line: str) -> None:
+        if self.plain:
+            sys.stderr.write("\r" + line.ljust(self._width))
+            self._width = max(self._width, len(line))
+        else:
+            sys.stderr.write("\r\033[K" + line)
+        sys.stderr.flush()
 
     def clear(self) -> None:
         if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            with self._lock:
+                self._write("")
+                if self.plain:
+                    sys.stderr.write("\r")
+                    sys.stderr.flush()
+
+
+def enable_debug() -> None:
+    """paramiko's log on stderr and tracebacks instead of one-line internal errors."""
+    import logging
+
+    os.environ["PREFLIGHT_DEBUG"] = "1"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    log = logging.getLogger("paramiko")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+
+
+def process_origin() -> float:
+    """When this process started, on time.monotonic()'s clock: `--deadline` bounds the process,
+    interpreter start and inventory loading included."""
+    import time
+
+    import psutil
+
+    age = max(0.0, time.time() - psutil.Process().create_time())
+    return time.monotonic() - age
 
 
 def with_signals(runner: "Runner", body: "Callable[[], Report]") -> "Report":
@@ -99,7 +139,9 @@ def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
         if not quiet and fmt != "table":
             safe_echo(render(report, "table"))
         return
-    if fmt == "table" and sys.stdout.isatty():
+    from ..report import color_wanted
+
+    if fmt == "table" and (sys.stdout.isatty() or color_wanted(sys.stdout)):
         from ..report import table
         table.render(report, console())
         return

@@ -7,6 +7,7 @@ host keys against a known_hosts parsed once, and never prompt (BatchMode semanti
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
 import threading
@@ -21,6 +22,10 @@ from . import ConnectError
 from .batch import ProbeSpec, remote_command
 from .hostkeys import HostKeyRejected, KnownHosts
 from .stream import POLL_S, Batcher
+
+# paramiko logs every failed handshake at ERROR with its traceback (~21 lines a node); with no handler
+# Python's last-resort handler prints that on stderr. The reason is in the report; --debug shows the log.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 DEFAULT_KEY_FILES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 RETRY_DELAYS_S = (0.2, 0.6)  # connection-level failures only (refused, reset), never auth/host key
@@ -160,6 +165,8 @@ class SSHTransport:
         self._jumps: dict[str, SSHSession] = {}
         self._jump_lock = threading.Lock()
         self._sessions: list[SSHSession] = []
+        self._handshaking: set[paramiko.Transport] = set()
+        self._live_lock = threading.Lock()
 
     def connect(self, node: Node, cancel: threading.Event) -> SSHSession:
         sock = self._socket(node, cancel)
@@ -167,7 +174,16 @@ class SSHTransport:
         self._sessions.append(session)
         return session
 
+    def abort(self) -> None:
+        """End every handshake still waiting (a silent sshd): its worker gets a ConnectError now,
+        not after connect + banner timeout."""
+        with self._live_lock:
+            waiting = list(self._handshaking)
+        for t in waiting:
+            t.close()
+
     def close(self) -> None:
+        self.abort()
         for s in self._sessions + list(self._jumps.values()):
             s.close()
 
@@ -227,6 +243,15 @@ class SSHTransport:
     # -- SSH
     def _handshake(self, node: Node, sock, host: str) -> SSHSession:
         t = _QuietTransport(sock)
+        with self._live_lock:
+            self._handshaking.add(t)
+        try:
+            return self._negotiate(t, node, host)
+        finally:
+            with self._live_lock:
+                self._handshaking.discard(t)
+
+    def _negotiate(self, t: paramiko.Transport, node: Node, host: str) -> SSHSession:
         t.banner_timeout = node.banner_timeout
         t.auth_timeout = node.auth_timeout
         t.handshake_timeout = node.banner_timeout + node.connect_timeout
@@ -242,10 +267,8 @@ class SSHTransport:
             t.start_client(timeout=node.banner_timeout + node.connect_timeout)
         except paramiko.SSHException as exc:
             t.close()
-            msg = str(exc)
-            if "banner" in msg.lower():
-                msg = f"no SSH banner within {node.banner_timeout:g}s (port open but not answering as sshd)"
-            raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: {msg}") from None
+            raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: {_handshake_failure(exc, node)}") \
+                from None
         except (OSError, EOFError) as exc:
             t.close()
             raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: connection lost during "
@@ -278,6 +301,19 @@ class SSHTransport:
         if problems:
             detail += "; " + "; ".join(problems)
         raise ConnectError(NodeStateKind.AUTH_FAILED, f"{user}@{node.host}:{node.port}: {detail}")
+
+
+def _handshake_failure(exc: paramiko.SSHException, node: Node) -> str:
+    """paramiko says "Error reading SSH protocol banner" both when the peer closed at once and when
+    it stayed silent; the exception it wraps (EOFError, a reset, a timeout) tells them apart."""
+    msg = str(exc)
+    if "banner" not in msg.lower():
+        return msg
+    cause = exc.__context__ or exc.__cause__
+    if isinstance(cause, (EOFError, ConnectionResetError, BrokenPipeError)):
+        return ("connection closed by peer before the SSH banner (sshd refused the session: MaxStartups, "
+                "tcp_wrappers, a firewall reset, or not an SSH server)")
+    return f"no SSH banner within {node.banner_timeout:g}s (port open but not answering as sshd)"
 
 
 def _gcm_first(ciphers) -> list[str]:

@@ -60,3 +60,44 @@ def test_connect_timeout_is_not_retried(monkeypatch):
 def test_no_route_is_named(monkeypatch):
     fail_with(monkeypatch, OSError(errno.EHOSTUNREACH, "No route to host"))
     assert "no route to host" in connect(Node("n1", "10.0.0.1")).reason
+
+
+@pytest.fixture
+def closing_listener():
+    """A loopback port whose peer accepts and closes at once (sshd refusing a session: MaxStartups,
+    tcp_wrappers). Bounded: the thread ends when the test closes the socket."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        srv.close()
+        th.join(5)
+
+
+def test_peer_closing_at_once_is_closed_by_peer_not_a_banner_timeout(closing_listener, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"nodes:\n  - name: n1\n    host: 127.0.0.1\n    port: {closing_listener}\n    banner_timeout: 7\n")
+    proc = subprocess.run([sys.executable, "-m", "preflight.cli", "run", str(inv), "--checks", "ssh.connect",
+                           "--format", "json", "--ssh-config", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60)
+    node = json.loads(proc.stdout)["nodes"][0]
+    assert node["state"] == "unreachable" and "connection closed by peer" in node["error"], node
+    assert "banner within" not in node["error"]
+    assert proc.stderr == "", proc.stderr

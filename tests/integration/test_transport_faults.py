@@ -148,13 +148,43 @@ def test_address_that_never_answers_times_out_at_connect_timeout(sim_cluster, tm
         sim_cluster.exec("node04", "iptables -D INPUT -p tcp --dport 22 -j DROP")
 
 
-def test_sshd_without_banner_is_unreachable_with_reason(sim_cluster, tmp_path):
+def pf_json(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
+    """`preflight run ... --format json` as a user runs it (a real process, its stderr kept), timed."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DEBUG"}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "preflight.cli", "run", *args, "--format", "json"],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    return proc, time.monotonic() - t0
+
+
+def test_sshd_without_banner_is_unreachable_with_reason_and_nothing_on_stderr(sim_cluster, tmp_path):
     sim_cluster.inject("node05", "silent_banner")
     try:
         inv = write_inventory(sim_cluster, tmp_path, defaults={"banner_timeout": 1.5})
-        report = connect_only(inv)
-        st = state_of(report, "node05")
-        assert st.state is NodeStateKind.UNREACHABLE and "no SSH banner" in st.error
+        proc, _ = pf_json(inv, "--checks", "ssh.connect")
+        st = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}["node05"]
+        assert st["state"] == "unreachable" and "no SSH banner within 1.5s" in st["error"], st
+        assert proc.returncode == 3 and proc.stderr == "", proc.stderr  # paramiko's traceback: none
+        debug, _ = pf_json(inv, "--checks", "ssh.connect", "--debug")  # and all of it with --debug
+        assert "Error reading SSH protocol banner" in debug.stderr and "paramiko.transport" in debug.stderr
+    finally:
+        sim_cluster.reset("node05")
+        sim_cluster.start_sshd("node05")
+
+
+def test_deadline_bounds_the_process_against_a_silent_sshd(sim_cluster, tmp_path):
+    """Handshakes blocked on a silent sshd (banner and connect timeouts 10 s each) do not hold the
+    process: the report and the exit come within --deadline + 2 s of the process start."""
+    sim_cluster.inject("node05", "silent_banner")
+    try:
+        inv = write_inventory(sim_cluster, tmp_path, defaults={"banner_timeout": 10, "connect_timeout": 10})
+        proc, elapsed = pf_json(inv, "--checks", "npu.health", "--deadline", "3")
+        assert elapsed < 3 + 2, elapsed
+        report = json.loads(proc.stdout)
+        assert proc.returncode == 3 and report["exit_code"] == 3
+        states = {n["name"]: n for n in report["nodes"]}
+        assert states["node05"]["state"] == "timeout" and "deadline" in states["node05"]["error"]
+        assert proc.stderr == "", proc.stderr
     finally:
         sim_cluster.reset("node05")
         sim_cluster.start_sshd("node05")
