@@ -82,7 +82,11 @@ class KeyStore:
         try:
             return [_Key(path, paramiko.PKey.from_path(path))]
         except paramiko.PasswordRequiredException:
-            return f"{path} is encrypted and needs a passphrase (no prompt in batch mode; load it into ssh-agent)"
+            return _encrypted(path)
+        except TypeError as exc:  # paramiko >= 3.2 lets cryptography's "password was not given" through
+            if "password" not in str(exc).lower():
+                raise
+            return _encrypted(path)
         except (paramiko.SSHException, OSError, ValueError) as exc:
             return f"cannot read {path}: {exc}"
 
@@ -130,6 +134,12 @@ class _ChannelStream:
 
     def close(self) -> None:
         self.chan.close()
+
+
+def _encrypted(path: str) -> str:
+    """An encrypted key is used through ssh-agent, never by asking for its passphrase."""
+    return (f"{path} is encrypted (passphrase-protected) and preflight never prompts: add it to ssh-agent "
+            f"(ssh-add {path}), whose keys preflight uses")
 
 
 def _serialised(key: paramiko.AgentKey, lock: threading.Lock) -> paramiko.AgentKey:
