@@ -7,6 +7,7 @@ whole run and what a node finished before it is kept.
 """
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -20,6 +21,7 @@ from . import __version__
 from .checkapi import ClusterContext, Finding, ParseError, Probe
 from .inventory import Inventory
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
+from .limits import forks_within, raise_nofile
 from .node import Node
 from .pool import DaemonPool
 from .registry import CONNECT_ID, CheckInfo, check_parameters, discover, select
@@ -54,6 +56,7 @@ class NodeRun:
     results: list[Result] = field(default_factory=list)
     done: bool = False
     internal: str | None = None  # a bug met in this node's worker (exit 4), in words
+    connected: bool = False  # reached in the node phase (its session may since be closed)
 
 
 def _spec(probe: str | Probe, node: Node) -> tuple[str, float]:
@@ -97,6 +100,11 @@ class Runner:
             check_parameters(_below_top(n, inventory), f"{inventory.path}:{n.source_line or '?'} (node {n.name})",
                              per_node=True)
         self.runs = {n.name: NodeRun(n) for n in inventory.nodes}
+        # At most `forks` connections at a time: when every node fits, sessions stay open for the
+        # cluster's plan rounds; otherwise each closes after its node phase and a plan round
+        # reconnects (another handshake, but sockets and paramiko threads stay bounded).
+        self.forks = forks_within(self.opts.forks, raise_nofile())
+        self.keep_sessions = len(self.runs) <= self.forks
         self.cluster_results: list[Result] = []
         self.interrupted = False
         self._lock = threading.Lock()
@@ -108,7 +116,7 @@ class Runner:
         started = _now()
         origin = self.opts.started if self.opts.started is not None else time.monotonic()
         t_end = origin + self.opts.deadline if self.opts.deadline else None
-        pool = DaemonPool(min(self.opts.forks, len(self.runs)))
+        pool = DaemonPool(min(self.forks, len(self.runs)))
         try:
             futures = [pool.submit(self._node_phase, r) for r in self.runs.values()]
             self._wait(futures, t_end)
@@ -155,6 +163,7 @@ class Runner:
                 return
             try:
                 run.session = self.transport.connect(run.node, self.cancel)
+                run.connected = True
             except ConnectError as exc:
                 if self.cancel.is_set():  # the cut aborted the handshake: the node did not fail, the run ended
                     run.state, run.error = NodeStateKind.TIMEOUT, f"{self._cut_reason()} before the node answered"
@@ -173,7 +182,7 @@ class Runner:
             for info in _requires_first(checks):
                 if info.scope == "node" and info.id in self.reported and info.id not in cut:
                     self._evaluate_node(run, info)
-            if not self._plans_ahead():  # nothing more to send this node: free its connection now
+            if not (self._plans_ahead() and self.keep_sessions):  # free its connection now
                 self._close(run)
         except Exception as exc:  # noqa: BLE001 - a bug: said (exit 4), and the other nodes go on
             self._internal(run, exc)
@@ -184,18 +193,22 @@ class Runner:
     def _internal(self, run: NodeRun, exc: Exception) -> None:
         if os.environ.get("PREFLIGHT_DEBUG"):
             traceback.print_exc()
-        run.internal = f"internal error (a bug in preflight, please report it): {type(exc).__name__}: {exc}"
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):  # a limit, not the node
+            run.internal = (f"out of file descriptors ({exc.strerror}; ulimit -n {raise_nofile()}): "
+                            f"lower --forks (now {self.forks}) or raise the hard limit")
+        else:
+            run.internal = f"internal error (a bug in preflight, please report it): {type(exc).__name__}: {exc}"
         self._close(run)
 
     def _gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
-        node = run.node
+        node, session = run.node, run.session  # the cut may close (and clear) run.session meanwhile
         wanted = self._ask(run, checks, lambda c: c.module.probes(node, self._params(node, c)))
-        run.outputs = run_batch(run.session, node, wanted, self.cancel, self.recorder)
+        run.outputs = run_batch(session, node, wanted, self.cancel, self.recorder)
         more = self._ask(run, [c for c in checks if c.has("followup") and c.id in run.outputs],
                          lambda c: c.module.followup(run.outputs[c.id], node, self._params(node, c)))
         more = {cid: p for cid, p in more.items() if p}
         if more and not self.cancel.is_set():
-            for cid, outs in run_batch(run.session, node, more, self.cancel, self.recorder).items():
+            for cid, outs in run_batch(session, node, more, self.cancel, self.recorder).items():
                 run.outputs[cid].update(outs)
         for c in checks:
             if c.id not in run.outputs or c.id in run.facts:
@@ -240,9 +253,10 @@ class Runner:
 
     @staticmethod
     def _close(run: NodeRun) -> None:
-        if run.session is not None:
+        session, run.session = run.session, None
+        if session is not None:
             try:
-                run.session.close()
+                session.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
 
@@ -275,7 +289,7 @@ class Runner:
         cluster = [self.every[c] for c in self.active if self.every[c].scope == "cluster"]
         if not cluster:
             return
-        ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.session is not None}
+        ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.connected and not r.internal}
         contexts = {c.id: self._context(c, ok) for c in cluster}
         errors: dict[str, Exception] = {}
         rounds = {c.id: int(getattr(c.module, "PLAN_ROUNDS", 1)) for c in cluster}
@@ -308,12 +322,26 @@ class Runner:
 
     def _run_plan(self, run: NodeRun, wanted, contexts) -> None:
         try:
-            outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder)
+            outs = self._plan_batch(run, wanted)
         except Exception as exc:  # noqa: BLE001
             self._internal(run, exc)
             return
+        finally:
+            if not self.keep_sessions:
+                self._close(run)
         for cid, o in outs.items():
             contexts[cid].planned.setdefault(run.node.name, {}).update(o)  # type: ignore[union-attr]
+
+    def _plan_batch(self, run: NodeRun, wanted) -> dict[str, dict[str, CommandOutput]]:
+        session = run.session
+        if session is None:  # closed after its node phase (more nodes than --forks): reconnect
+            try:
+                session = run.session = self.transport.connect(run.node, self.cancel)
+            except ConnectError as exc:
+                why = f"could not reconnect for the cluster round: {exc.state.value}: {exc.reason}"
+                return {cid: {name: CommandOutput(rc=None, error=why) for name in probes}
+                        for cid, probes in wanted.items()}
+        return run_batch(session, run.node, wanted, self.cancel, self.recorder)
 
     def _context(self, info: CheckInfo, ok: dict[str, NodeRun]) -> ClusterContext:
         facts = {}

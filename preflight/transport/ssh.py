@@ -30,6 +30,7 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 DEFAULT_KEY_FILES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 RETRY_DELAYS_S = (0.2, 0.6)  # connection-level failures only (refused, reset), never auth/host key
 _RETRYABLE = (errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED)
+_LOCAL_LIMITS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # this host's, not the node's
 
 
 class _QuietTransport(paramiko.Transport):
@@ -181,7 +182,8 @@ class SSHTransport:
     def connect(self, node: Node, cancel: threading.Event) -> SSHSession:
         sock = self._socket(node, cancel)
         session = self._handshake(node, sock, node.host)
-        self._sessions.append(session)
+        with self._live_lock:  # closed sessions dropped: a 1024-node run keeps only what is open
+            self._sessions = [s for s in self._sessions if s.transport.is_active()] + [session]
         return session
 
     def abort(self) -> None:
@@ -194,7 +196,9 @@ class SSHTransport:
 
     def close(self) -> None:
         self.abort()
-        for s in self._sessions + list(self._jumps.values()):
+        with self._live_lock:
+            sessions = self._sessions + list(self._jumps.values())
+        for s in sessions:
             s.close()
 
     # -- TCP
@@ -213,6 +217,8 @@ class SSHTransport:
                                    f"{node.host}:{node.port}: no answer within {node.connect_timeout:g}s "
                                    f"(connect timeout; host down or packets dropped)") from None
             except OSError as exc:
+                if exc.errno in _LOCAL_LIMITS:
+                    raise  # never "unreachable": the runner says which limit (exit 4)
                 if exc.errno in _RETRYABLE and delay is not None and not cancel.is_set():
                     time.sleep(delay)
                     continue
