@@ -108,12 +108,22 @@ def process_origin() -> float:
     return time.monotonic() - age
 
 
+def force_exit_on_next_interrupt() -> None:
+    """A second Ctrl-C ends the process now, whatever it is waiting for."""
+    def now(signum, frame):  # noqa: ARG001
+        os.write(2, b"\npreflight: interrupted twice, exiting now\n")
+        os._exit(EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGINT, now)
+
+
 def with_signals(runner: "Runner", body: "Callable[[], Report]") -> "Report":
     """Ctrl-C or SIGTERM: stop new work, kill remote probes (closing the channels does it), keep the
-    partial report."""
+    partial report. A second Ctrl-C forces the exit."""
     def handler(signum, frame):  # noqa: ARG001
         runner.interrupted = True
         runner.cancel.set()
+        force_exit_on_next_interrupt()
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -13,5 +13,9 @@ def make_transport(replay: str | None = None, local: bool = False) -> Transport:
     if local:
         from .local import LocalTransport
         return LocalTransport()
-    from .ssh import SSHTransport
+    from .ssh import SSHTransport, paramiko_warning
+    warning = paramiko_warning()
+    if warning:
+        import sys
+        sys.stderr.write(f"preflight: warning: {warning}\n")
     return SSHTransport()

@@ -332,6 +332,22 @@ def _handshake_failure(exc: paramiko.SSHException, node: Node) -> str:
     return f"no SSH banner within {node.banner_timeout:g}s (port open but not answering as sshd)"
 
 
+SAFE_PARAMIKO = (3, 4)  # 3.4.0 has the strict-kex countermeasure for the Terrapin attack
+
+
+def paramiko_warning(version: str | None = None) -> str | None:
+    """The pin (paramiko>=3.4) can be bypassed (a distribution's package, --no-deps): say so."""
+    version = version or paramiko.__version__
+    try:
+        have = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return None
+    if have >= SAFE_PARAMIKO:
+        return None
+    return (f"paramiko {version} is older than 3.4 and open to the Terrapin attack (CVE-2023-48795); "
+            f"upgrade it: pip install 'paramiko>=3.4'")
+
+
 def _gcm_first(ciphers) -> list[str]:
     """AES-GCM carries its own MAC: paramiko then skips its per-packet pure-Python MAC compare."""
     gcm = [c for c in ciphers if c.endswith("-gcm@openssh.com")]

@@ -1,0 +1,199 @@
+"""What a person at a terminal sees, byte by byte (issue 12, item 9): colour and escape codes only
+when wanted, Ctrl-C at any moment, and a warning for a paramiko open to CVE-2023-48795.
+
+stdout and stderr each get their own pty (python's pty module), so every byte the process writes
+to either is read back exactly as a terminal would receive it.
+"""
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TIMEOUT = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def refused_inventory(tmp_path) -> Path:
+    p = tmp_path / "inv.yaml"
+    p.write_text(f"nodes:\n  - name: n1\n    host: 127.0.0.1\n    port: {free_port()}\n    connect_timeout: 1\n")
+    return p
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "PREFLIGHT_DEBUG")}
+    env.update(TERM="xterm-256color", COLUMNS="120")
+    env.update(extra)
+    return env
+
+
+def on_ptys(args: list[str], env: dict[str, str], stdout_tty: bool = True) -> tuple[int, bytes, bytes]:
+    """Run preflight with stderr (and stdout unless told) on a pty; every byte of both, and rc."""
+    masters, slaves = [], []
+    for _ in range(2 if stdout_tty else 1):
+        m, s = pty.openpty()
+        masters.append(m)
+        slaves.append(s)
+    out_target = slaves[0] if stdout_tty else subprocess.PIPE
+    err_target = slaves[-1]
+    proc = subprocess.Popen([sys.executable, "-m", "preflight.cli", *args], stdin=subprocess.DEVNULL,
+                            stdout=out_target, stderr=err_target, env=env)
+    for s in slaves:
+        os.close(s)
+    got = {m: b"" for m in masters}
+    open_fds = set(masters)
+    deadline = time.monotonic() + TIMEOUT
+    piped = b""
+    while open_fds and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(open_fds), [], [], 0.5)
+        for m in ready:
+            try:
+                chunk = os.read(m, 65536)
+            except OSError:  # EIO: the child closed its side
+                chunk = b""
+            if chunk:
+                got[m] += chunk
+            else:
+                open_fds.discard(m)
+    if not stdout_tty:
+        piped = proc.stdout.read()
+    rc = proc.wait(timeout=TIMEOUT)
+    for m in masters:
+        os.close(m)
+    out = got[masters[0]] if stdout_tty else piped
+    return rc, out, got[masters[-1]]
+
+
+RUN = ["run", "--ssh-config", "/nonexistent-ssh-config"]
+
+
+def test_a_colour_terminal_gets_escape_codes(refused_inventory):
+    """The control: what the other cases must not contain is really written by default."""
+    rc, out, err = on_ptys([*RUN, str(refused_inventory)], env_with())
+    assert rc == 3 and b"INCOMPLETE" in out
+    assert b"\x1b[1" in out  # bold
+    assert b"\r\x1b[Kpreflight: 1/1 nodes done" in err
+
+
+@pytest.mark.parametrize("how", ["NO_COLOR=1", "TERM=dumb", "--no-color"])
+def test_no_escape_code_at_all_when_colour_is_off(refused_inventory, how):
+    extra, args = ({}, ["--no-color"]) if how == "--no-color" else (dict([how.split("=")]), [])
+    rc, out, err = on_ptys([*RUN, str(refused_inventory), *args], env_with(**extra))
+    assert rc == 3 and b"INCOMPLETE" in out and b"n1" in out
+    assert b"\x1b" not in out, out
+    assert b"\x1b" not in err and b"\rpreflight: 1/1 nodes done, 1 failing" in err, err
+
+
+def test_force_color_colours_even_a_pipe(refused_inventory):
+    rc, out, _ = on_ptys([*RUN, str(refused_inventory)], env_with(FORCE_COLOR="1"), stdout_tty=False)
+    assert rc == 3 and b"\x1b[1" in out and b"INCOMPLETE" in out
+
+
+def test_no_color_never_reaches_an_output_file(refused_inventory, tmp_path):
+    out_file = tmp_path / "r.txt"
+    rc, _, _ = on_ptys([*RUN, str(refused_inventory), "--output", str(out_file)], env_with(FORCE_COLOR="1"))
+    assert rc == 3 and b"\x1b" not in out_file.read_bytes()
+
+
+def blocked_in_open(pid: int) -> bool:
+    """The process sits in openat(2) (x86_64: 257; aarch64: 56), twice in a row 0.2 s apart."""
+    nr = {"x86_64": "257", "aarch64": "56"}.get(os.uname().machine)
+    for _ in range(2):
+        try:
+            call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+        except (OSError, IndexError):
+            return False
+        if call != nr:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="syscall number table")
+def test_ctrl_c_while_the_inventory_loads_exits_130(tmp_path):
+    """A FIFO as the inventory: the load blocks in open() until Ctrl-C comes."""
+    fifo = tmp_path / "inv.yaml"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "preflight.cli", *RUN, str(fifo)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_with())
+    try:
+        t_end = time.monotonic() + TIMEOUT
+        while not blocked_in_open(proc.pid) and time.monotonic() < t_end and proc.poll() is None:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert b"Aborted" not in err and b"Traceback" not in err and b"interrupted" in err
+
+
+def in_syscall(pid: int, names: dict[str, str]) -> bool:
+    nr = names.get(os.uname().machine)
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().split()[0] == nr
+    except (OSError, IndexError):
+        return False
+
+
+WRITE = {"x86_64": "1", "aarch64": "64"}
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="syscall number table")
+def test_second_ctrl_c_forces_the_exit(tmp_path):
+    """A reader that stopped reading (a pager paused): the report's write blocks, the first Ctrl-C
+    cannot finish the exit (the flush blocks again); the second ends the process now."""
+    ports = [free_port() for _ in range(300)]
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n" + "".join(f"  - name: n{i}\n    host: 127.0.0.1\n    port: {p}\n"
+                                         for i, p in enumerate(ports)))
+    proc = subprocess.Popen([sys.executable, "-m", "preflight.cli", *RUN, str(inv), "--format", "json",
+                             "--forks", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env_with())
+    try:
+        t_end = time.monotonic() + TIMEOUT
+        while not in_syscall(proc.pid, WRITE) and time.monotonic() < t_end:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert proc.poll() is None, "the first Ctrl-C ended it: this test no longer tests the second"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)  # ended without anyone reading its stdout
+        proc.stdout.close()
+        err = proc.stderr.read()
+        rc = proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # The second press meets our handler (exit 130, "interrupted twice") or, once the interpreter is
+    # finalising and has restored SIGINT's default, ends the process by the signal (a shell's $? 130).
+    assert rc in (130, -signal.SIGINT) and b"interrupted" in err and b"Traceback" not in err, (rc, err)
+
+
+def run_with_paramiko_version(version: str, inventory: Path) -> subprocess.CompletedProcess:
+    code = ("import sys, paramiko; paramiko.__version__ = sys.argv[1]; sys.argv = ['preflight', *sys.argv[2:]]; "
+            "from preflight.cli import entry; entry()")
+    return subprocess.run([sys.executable, "-c", code, version, *RUN, str(inventory), "--format", "json"],
+                          capture_output=True, text=True, timeout=TIMEOUT, env=env_with())
+
+
+def test_paramiko_older_than_3_4_is_warned_about_naming_the_cve(refused_inventory):
+    old = run_with_paramiko_version("3.3.1", refused_inventory)
+    assert old.returncode == 3
+    assert "CVE-2023-48795" in old.stderr and "paramiko 3.3.1" in old.stderr
+    assert "CVE" not in run_with_paramiko_version("3.4.0", refused_inventory).stderr

@@ -1,0 +1,91 @@
+"""`--forks` bounds connections, paramiko threads and file descriptors, also when a cluster plan
+follows (issue 12, item 8): 512 loopback sshd nodes, `--forks 32`, a node phase and a planned
+round (net.ping_mesh) that must reconnect. The client process is sampled with psutil throughout;
+the peaks are printed (pytest -s) and bounded.
+
+Bounds: one daemon worker and at most one paramiko thread per fork (2 x 32), plus the main
+thread and a few of Python's; one socket per connection (32) plus stdio, the agent, Python's own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+NODES, FORKS = 512, 32
+SIM_MODE = "loopback"
+
+
+@pytest.fixture(scope="module")
+def big_loopback(sim_cluster_factory):
+    c = sim_cluster_factory({"nodes": NODES}, mode="loopback")
+    try:
+        yield c
+    finally:
+        c.down(purge=True)
+
+
+def sample(proc: subprocess.Popen) -> dict[str, int]:
+    """Peaks of threads, open fds and TCP connections of the running client, every 20 ms."""
+    p = psutil.Process(proc.pid)
+    peak = {"threads": 0, "fds": 0, "tcp": 0, "nofile_soft": 0}
+    while proc.poll() is None:
+        try:
+            with p.oneshot():
+                peak["threads"] = max(peak["threads"], p.num_threads())
+                peak["fds"] = max(peak["fds"], p.num_fds())
+                peak["tcp"] = max(peak["tcp"], len(p.net_connections(kind="tcp")))
+                peak["nofile_soft"] = max(peak["nofile_soft"], p.rlimit(psutil.RLIMIT_NOFILE)[0])
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            break
+        time.sleep(0.02)
+    return peak
+
+
+def test_512_nodes_with_forks_32_every_node_reported_and_resources_bounded(big_loopback, tmp_path):
+    doc = yaml.safe_load(Path(big_loopback.inventory_path).read_text())
+    doc["checks"] = {"net.ping_mesh": {"max_pairs": NODES, "count": 1}}  # one pair per node: a round on every node
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "report.json"
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+    def low_soft_limit():  # the child starts with a small soft limit: preflight must raise it to the hard one
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DEBUG"}
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "preflight.cli", "run", str(inv), "--checks",
+                             "npu.health,net.ping_mesh", "--forks", str(FORKS), "--format", "json",
+                             "--output", str(out), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=low_soft_limit)
+    try:
+        peak = sample(proc)
+        err = proc.stderr.read().decode()
+        rc = proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    elapsed = time.monotonic() - t0
+    print(f"\n{NODES} nodes, --forks {FORKS}: {elapsed:.1f} s, peak threads {peak['threads']}, "
+          f"peak fds {peak['fds']}, peak TCP connections {peak['tcp']}, RLIMIT_NOFILE soft {peak['nofile_soft']}")
+    report = json.loads(out.read_text())
+    assert rc == 0 and err == "", (rc, err[-2000:])
+    assert [n["state"] for n in report["nodes"]] == ["ok"] * NODES
+    by_check = {}
+    for r in report["results"]:
+        by_check.setdefault(r["check"], []).append(r["status"])
+    assert by_check["ssh.connect"] == ["pass"] * NODES and by_check["npu.health"] == ["pass"] * NODES
+    assert by_check["net.ping_mesh"] == ["pass"]  # every node's planned round ran (after a reconnect)
+    assert peak["nofile_soft"] == hard
+    assert peak["tcp"] <= FORKS + 2
+    assert peak["threads"] <= 2 * FORKS + 8
+    assert peak["fds"] <= FORKS + 48
