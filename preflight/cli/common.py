@@ -45,8 +45,14 @@ def safe_echo(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _stdout_gone()
+
+
+def _stdout_gone() -> None:
+    """The reader left: the rest goes nowhere (and the exit flush cannot fail); the exit code stays
+    the report's."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 class Progress:
@@ -153,6 +159,10 @@ def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
 
     if fmt == "table" and (sys.stdout.isatty() or color_wanted(sys.stdout)):
         from ..report import table
-        table.render(report, console())
+        try:
+            table.render(report, console())
+            sys.stdout.flush()
+        except BrokenPipeError:  # FORCE_COLOR into a pipe whose reader left
+            _stdout_gone()
         return
     safe_echo(render(report, fmt))
