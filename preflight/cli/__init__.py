@@ -70,6 +70,10 @@ def _interrupted(signum, frame) -> None:  # noqa: ARG001
 
     force_exit_on_next_interrupt()
     click.echo("\npreflight: interrupted", err=True)
+    try:  # what stdout still holds goes nowhere: the exit must not wait on a reader that stopped
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
     sys.exit(EXIT_INTERRUPTED)
 
 

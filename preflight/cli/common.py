@@ -136,7 +136,8 @@ def with_signals(runner: "Runner", body: "Callable[[], Report]") -> "Report":
         return body()
     finally:
         for s, h in old.items():
-            signal.signal(s, h)
+            if not (s == signal.SIGINT and runner.interrupted):  # after one Ctrl-C, the next one forces
+                signal.signal(s, h)
 
 
 def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:

@@ -166,8 +166,16 @@ class SSHSession:
         return self.batcher.run(probes, cancel)
 
     def close(self) -> None:
+        """Close and let paramiko's thread end now: a plain close leaves it sleeping in recv() until
+        its next wake-up (up to 2 s), so a run that reconnects would hold more threads than --forks."""
         self.batcher.close()
+        try:
+            self.transport.sock.shutdown(socket.SHUT_RDWR)  # recv() returns at once: EOF
+        except (OSError, AttributeError, EOFError):
+            pass
         self.transport.close()
+        if self.transport is not threading.current_thread():
+            self.transport.join(1.0)
 
 
 class SSHTransport:

@@ -1,6 +1,6 @@
 """`--forks` bounds connections, paramiko threads and file descriptors, also when a cluster plan
-follows (issue 12, item 8): 512 loopback sshd nodes, `--forks 32`, a node phase and a planned
-round (net.ping_mesh) that must reconnect. The client process is sampled with psutil throughout;
+follows (issue 12, item 8): 512 loopback sshd nodes, `--forks 32`, a node phase (ssh.connect and
+env.comm, which net.ping_mesh uses) and a planned round (net.ping_mesh) that must reconnect. The client process is sampled with psutil throughout;
 the peaks are printed (pytest -s) and bounded.
 
 Bounds: one daemon worker and at most one paramiko thread per fork (2 x 32), plus the main
@@ -33,26 +33,40 @@ def big_loopback(sim_cluster_factory):
         c.down(purge=True)
 
 
+def sockets_of(pid: int) -> int:
+    """Open sockets of a process, from /proc (cheaper than psutil.net_connections on a busy host)."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
 def sample(proc: subprocess.Popen) -> dict[str, int]:
-    """Peaks of threads, open fds and TCP connections of the running client, every 20 ms."""
+    """Peaks of threads, open fds and sockets of the running client, every 50 ms."""
     p = psutil.Process(proc.pid)
-    peak = {"threads": 0, "fds": 0, "tcp": 0, "nofile_soft": 0}
+    peak = {"threads": 0, "fds": 0, "sockets": 0, "nofile_soft": 0}
     while proc.poll() is None:
         try:
             with p.oneshot():
                 peak["threads"] = max(peak["threads"], p.num_threads())
                 peak["fds"] = max(peak["fds"], p.num_fds())
-                peak["tcp"] = max(peak["tcp"], len(p.net_connections(kind="tcp")))
                 peak["nofile_soft"] = max(peak["nofile_soft"], p.rlimit(psutil.RLIMIT_NOFILE)[0])
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            peak["sockets"] = max(peak["sockets"], sockets_of(proc.pid))
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, FileNotFoundError, ProcessLookupError):
             break
-        time.sleep(0.02)
+        time.sleep(0.05)
     return peak
 
 
 def test_512_nodes_with_forks_32_every_node_reported_and_resources_bounded(big_loopback, tmp_path):
     doc = yaml.safe_load(Path(big_loopback.inventory_path).read_text())
-    doc["checks"] = {"net.ping_mesh": {"max_pairs": NODES, "count": 1}}  # one pair per node: a round on every node
+    # One pair per node (a planned round on every node, after a reconnect), the `ping` loop (light
+    # on a shared 2-core host), thresholds that ignore that host's load.
+    doc["checks"] = {"net.ping_mesh": {"max_pairs": NODES, "count": 1, "pinger": "ping", "warn_rtt_ms": 5000}}
+    doc["defaults"]["probe_timeout"] = 600
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(doc))
     out = tmp_path / "report.json"
@@ -64,7 +78,7 @@ def test_512_nodes_with_forks_32_every_node_reported_and_resources_bounded(big_l
     env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DEBUG"}
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "preflight.cli", "run", str(inv), "--checks",
-                             "npu.health,net.ping_mesh", "--forks", str(FORKS), "--format", "json",
+                             "net.ping_mesh", "--forks", str(FORKS), "--format", "json",
                              "--output", str(out), "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=low_soft_limit)
     try:
@@ -76,16 +90,17 @@ def test_512_nodes_with_forks_32_every_node_reported_and_resources_bounded(big_l
             proc.kill()
     elapsed = time.monotonic() - t0
     print(f"\n{NODES} nodes, --forks {FORKS}: {elapsed:.1f} s, peak threads {peak['threads']}, "
-          f"peak fds {peak['fds']}, peak TCP connections {peak['tcp']}, RLIMIT_NOFILE soft {peak['nofile_soft']}")
+          f"peak fds {peak['fds']}, peak sockets {peak['sockets']}, RLIMIT_NOFILE soft {peak['nofile_soft']}")
     report = json.loads(out.read_text())
     assert rc == 0 and err == "", (rc, err[-2000:])
     assert [n["state"] for n in report["nodes"]] == ["ok"] * NODES
     by_check = {}
     for r in report["results"]:
         by_check.setdefault(r["check"], []).append(r["status"])
-    assert by_check["ssh.connect"] == ["pass"] * NODES and by_check["npu.health"] == ["pass"] * NODES
-    assert by_check["net.ping_mesh"] == ["pass"]  # every node's planned round ran (after a reconnect)
+    assert by_check["ssh.connect"] == ["pass"] * NODES
+    mesh = [r for r in report["results"] if r["check"] == "net.ping_mesh"]
+    assert [r["status"] for r in mesh] == ["pass"] and f"between {NODES} nodes" in mesh[0]["summary"], mesh
     assert peak["nofile_soft"] == hard
-    assert peak["tcp"] <= FORKS + 2
+    assert peak["sockets"] <= FORKS + 4  # one per connection, the agent's, a reconnect's old one closing
     assert peak["threads"] <= 2 * FORKS + 8
     assert peak["fds"] <= FORKS + 48
