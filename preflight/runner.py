@@ -20,8 +20,8 @@ from typing import Any, Callable
 from . import __version__
 from .checkapi import ClusterContext, Finding, ParseError, Probe
 from .inventory import Inventory
-from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .limits import forks_within, raise_nofile
+from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .node import Node
 from .pool import DaemonPool
 from .registry import CONNECT_ID, CheckInfo, check_parameters, discover, select

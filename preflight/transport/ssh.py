@@ -175,7 +175,7 @@ class SSHSession:
             pass
         self.transport.close()
         if self.transport is not threading.current_thread():
-            self.transport.join(1.0)
+            self.transport.join(5.0)  # at once, normally: its recv() just returned EOF
 
 
 class SSHTransport:
