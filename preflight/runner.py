@@ -183,7 +183,7 @@ class Runner:
                 if info.scope == "node" and info.id in self.reported and info.id not in cut:
                     self._evaluate_node(run, info)
             if not (self._plans_ahead() and self.keep_sessions):  # free its connection now
-                self._close(run, settle=True)
+                self._close(run)
         except Exception as exc:  # noqa: BLE001 - a bug: said (exit 4), and the other nodes go on
             self._internal(run, exc)
         finally:
@@ -252,16 +252,11 @@ class Runner:
         return any(self.every[c].scope == "cluster" and self.every[c].has("plan") for c in self.reported)
 
     @staticmethod
-    def _close(run: NodeRun, settle: bool = False) -> None:
-        """Close the node's session; `settle` (a worker, before it takes the next node) also waits
-        for the transport's own thread to end, so threads never outnumber --forks. The cut closes
-        without waiting."""
+    def _close(run: NodeRun) -> None:
         session, run.session = run.session, None
         if session is not None:
             try:
                 session.close()
-                if settle and hasattr(session, "wait_closed"):
-                    session.wait_closed()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
 
@@ -333,7 +328,7 @@ class Runner:
             return
         finally:
             if not self.keep_sessions:
-                self._close(run, settle=True)
+                self._close(run)
         for cid, o in outs.items():
             contexts[cid].planned.setdefault(run.node.name, {}).update(o)  # type: ignore[union-attr]
 

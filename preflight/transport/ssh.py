@@ -166,20 +166,8 @@ class SSHSession:
         return self.batcher.run(probes, cancel)
 
     def close(self) -> None:
-        """Close so that paramiko's thread ends now: a plain close leaves it sleeping in recv()
-        until its next wake-up (up to 2 s), and a run that reconnects would hold more threads than
-        --forks."""
         self.batcher.close()
-        try:
-            self.transport.sock.shutdown(socket.SHUT_RDWR)  # recv() returns at once: EOF
-        except (OSError, AttributeError, EOFError):
-            pass
         self.transport.close()
-
-    def wait_closed(self, timeout: float = 5.0) -> None:
-        """Until paramiko's thread has ended (a worker calls it before its next connection)."""
-        if self.transport is not threading.current_thread():
-            self.transport.join(timeout)
 
 
 class SSHTransport:

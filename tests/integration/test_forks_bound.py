@@ -3,8 +3,10 @@ follows (issue 12, item 8): 512 loopback sshd nodes, `--forks 32`, a node phase 
 env.comm, which net.ping_mesh uses) and a planned round (net.ping_mesh) that must reconnect. The client process is sampled with psutil throughout;
 the peaks are printed (even without -s) and bounded.
 
-Bounds: one daemon worker and at most one paramiko thread per fork (2 x 32), plus the main
-thread and a few of Python's; one socket per connection (32) plus stdio, the agent, Python's own.
+Bounds: one daemon worker and at most one open connection's paramiko thread per fork (2 x 32),
+plus the main thread; a closed connection's thread ends at its next wake-up (up to 2 s), so a
+few more exist for a moment while nodes are reconnected: threads stay under 3 x forks, whatever
+the node count. One socket per connection (32) plus stdio, the agent, Python's own.
 """
 from __future__ import annotations
 
@@ -104,5 +106,5 @@ def test_512_nodes_with_forks_32_every_node_reported_and_resources_bounded(big_l
     assert [r["status"] for r in mesh] == ["pass"] and f"between {NODES} nodes" in mesh[0]["summary"], mesh
     assert peak["nofile_soft"] == hard
     assert peak["sockets"] <= FORKS + 4  # one per connection, the agent's, a reconnect's old one closing
-    assert peak["threads"] <= 2 * FORKS + 8
+    assert peak["threads"] <= 3 * FORKS
     assert peak["fds"] <= FORKS + 48
