@@ -17,6 +17,7 @@ from preflight.model import NodeStateKind
 from preflight.node import Node
 from preflight.transport import ConnectError
 from preflight.transport import ssh
+from tests.support import loopback_listener
 
 
 def fail_with(monkeypatch, exc):
@@ -65,26 +66,9 @@ def test_no_route_is_named(monkeypatch):
 @pytest.fixture
 def closing_listener():
     """A loopback port whose peer accepts and closes at once (sshd refusing a session: MaxStartups,
-    tcp_wrappers). Bounded: the thread ends when the test closes the socket."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-
-    def serve():
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            conn.close()
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    try:
-        yield srv.getsockname()[1]
-    finally:
-        srv.close()
-        th.join(5)
+    tcp_wrappers)."""
+    with loopback_listener(hold=False) as (port, _):
+        yield port
 
 
 def test_peer_closing_at_once_is_closed_by_peer_not_a_banner_timeout(closing_listener, tmp_path):

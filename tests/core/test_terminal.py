@@ -10,14 +10,14 @@ import os
 import pty
 import select
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.support import loopback_listener
 
 from .test_cli import free_port, refused_inventory  # noqa: F401 - a fixture, shared
 
@@ -139,29 +139,9 @@ def test_ctrl_c_while_the_inventory_loads_exits_130(tmp_path):
 
 @pytest.fixture
 def silent_port():
-    """A loopback port that accepts and never speaks (a hung sshd); `hit` is set once a client came."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    conns, hit = [], threading.Event()
-
-    def serve():
-        while True:
-            try:
-                conns.append(srv.accept()[0])
-            except OSError:
-                return
-            hit.set()
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    try:
-        yield srv.getsockname()[1], hit
-    finally:
-        srv.close()
-        for c in conns:
-            c.close()
-        th.join(5)
+    """A loopback port that accepts and never speaks (a hung sshd); the event is set once a client came."""
+    with loopback_listener(hold=True) as found:
+        yield found
 
 
 def many_nodes(tmp_path: Path, silent: int) -> Path:
