@@ -18,7 +18,7 @@ import yaml
 
 from . import nodeset, redact
 from .container import RUNTIMES, Container
-from .node import Node
+from .node import Node, parse_jump
 
 
 class InventoryError(ValueError):
@@ -315,6 +315,11 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
         return _container(ctx, m, value)
     if key == "become_user" and not USER_RE.match(value):
         raise ctx.fail(m, key, f"{value!r} is not a user name")
+    if key == "proxy_jump":
+        try:
+            parse_jump(value)
+        except ValueError as exc:
+            raise ctx.fail(m, key, str(exc)) from None
     if key == "host" and not HOST_RE.match(value.replace("[", "").replace("]", "").replace(",", "")):
         raise ctx.fail(m, key, f"{value!r} is not a host name or address")
     return value
@@ -630,6 +635,10 @@ def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig |
             kw["identity_file"] = found["identityfile"][0]
         jump = found.get("proxyjump")
         if "proxy_jump" not in kw and jump and jump.lower() != "none":  # `ProxyJump none`: no jump
+            try:
+                parse_jump(jump)
+            except ValueError as exc:
+                raise InventoryError(f"ssh config: ProxyJump for {host}: {exc}") from None
             kw["proxy_jump"] = jump
         if "known_hosts" not in kw and found.get("userknownhostsfile"):
             kw["known_hosts"] = found["userknownhostsfile"].split()[0]

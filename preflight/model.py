@@ -142,6 +142,7 @@ class Report:
     strict: bool = False
     interrupted: bool = False
     run_id: str = ""  # unique per run (runner: uuid4), so every stored or shipped report is findable
+    internal_errors: tuple[str, ...] = ()  # bugs met in node workers: exit 4, each also a result
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.ERROR)}
@@ -151,7 +152,9 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """SPEC exit codes for a run that happened: 130, then 1, then 3, else 0."""
+        """SPEC exit codes for a run that happened: 4, then 130, then 1, then 3, else 0."""
+        if self.internal_errors:
+            return 4
         if self.interrupted:
             return 130
         # an acknowledged failure (`preflight ack`) counts only under --strict

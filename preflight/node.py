@@ -1,10 +1,35 @@
 """One inventory node after defaults, ranges and overrides are applied: what checks and transports see."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from .container import Container
+# OpenSSH's ProxyJump hop, [user@]host[:port]; an IPv6 address in brackets ([fd00::1]:2222).
+_HOP_RE = re.compile(r"^(?:(?P<user>[^@\s,]+)@)?(?P<host>\[[0-9A-Fa-f:.%]+\]|[A-Za-z0-9._%\-]+)(?::(?P<port>[^:]*))?$")
+
+
+@dataclass(frozen=True)
+class JumpHop:
+    user: str | None
+    host: str
+    port: int = 22
+
+
+def parse_jump(spec: str) -> tuple[JumpHop, ...]:
+    """`[user@]host[:port][,...]` -> hops. Raises ValueError naming the bad hop, so a malformed
+    proxy_jump is an inventory error at load and never an exception in a node's worker."""
+    hops = []
+    for part in spec.split(","):
+        m = _HOP_RE.match(part.strip())
+        if not m:
+            raise ValueError(f"{part.strip()!r} is not a jump host ([user@]host[:port])")
+        port = m["port"]
+        if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"{part.strip()!r}: port {port!r} is not a number from 1 to 65535")
+        hops.append(JumpHop(m["user"], m["host"].strip("[]"), int(port) if port else 22))
+    return tuple(hops)
 
 
 @dataclass(frozen=True)

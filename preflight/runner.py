@@ -8,10 +8,13 @@ whole run and what a node finished before it is kept.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
 import threading
 import time
+import traceback
 import uuid
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -20,14 +23,17 @@ from . import __version__, actions, backend as backends, redact
 from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
 from .container import RUNTIME_GROUP, START_SLACK_S, job_command
 from .inventory import Inventory
+from .limits import forks_within, raise_nofile
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .node import Node
+from .pool import DaemonPool
 from .registry import CONNECT_ID, CheckInfo, check_parameters, discover, select
 from .transport import ConnectError, Session, Transport
 from .transport.batch import ProbeSpec
 from .transport.stream import CANCELLED
 
 NODE_UNREACHABLE = "node unreachable"
+CUT_GRACE_S = 0.5  # after a cut, how long workers get to record what they finished (their channels are closed)
 
 
 @dataclass
@@ -37,6 +43,7 @@ class Options:
     forks: int = 64
     deadline: float | None = None
     strict: bool = False
+    started: float | None = None  # time.monotonic() the deadline counts from (the CLI: process start)
 
 
 @dataclass
@@ -52,6 +59,8 @@ class NodeRun:
     results: list[Result] = field(default_factory=list)
     done: bool = False
     backend: backends.Decision | None = None  # the node's backend, once connected
+    internal: str | None = None  # a bug met in this node's worker (exit 4), in words
+    connected: bool = False  # reached in the node phase (its session may since be closed)
 
 
 def _spec(probe: Probe, node: Node, info: CheckInfo | None) -> ProbeSpec:
@@ -147,6 +156,11 @@ class Runner:
             check_parameters(_below_top(n, inventory), f"{inventory.path}:{n.source_line or '?'} (node {n.name})",
                              per_node=True)
         self.runs = {n.name: NodeRun(n) for n in inventory.nodes}
+        # At most `forks` connections at a time: when every node fits, sessions stay open for the
+        # cluster's plan rounds; otherwise each closes after its node phase and a plan round
+        # reconnects (another handshake, but sockets and paramiko threads stay bounded).
+        self.forks = forks_within(self.opts.forks, raise_nofile())
+        self.keep_sessions = len(self.runs) <= self.forks
         self.cluster_results: list[Result] = []
         self.interrupted = False
         self.run_id = str(uuid.uuid4())
@@ -157,8 +171,9 @@ class Runner:
     # ------------------------------------------------------------ public
     def run(self) -> Report:
         started = _now()
-        t_end = time.monotonic() + self.opts.deadline if self.opts.deadline else None
-        pool = ThreadPoolExecutor(max_workers=max(1, min(self.opts.forks, len(self.runs))))
+        origin = self.opts.started if self.opts.started is not None else time.monotonic()
+        t_end = origin + self.opts.deadline if self.opts.deadline else None
+        pool = DaemonPool(min(self.forks, len(self.runs)))
         try:
             futures = [pool.submit(self._node_phase, r) for r in self.runs.values()]
             self._wait(futures, t_end)
@@ -166,7 +181,7 @@ class Runner:
                 self._cluster_phase(pool, t_end)
         finally:
             self.cancel_if_deadline(t_end)
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
             self._close_sessions()
         return self._report(started)
 
@@ -189,7 +204,10 @@ class Runner:
             for r in self.runs.values():  # unblock readers now: a closed channel makes the node kill its probes
                 if not r.done:
                     self._close(r)
-            wait(pending, timeout=3.0)
+            abort = getattr(self.transport, "abort", None)
+            if abort is not None:  # and handshakes still waiting for a silent sshd
+                abort()
+            wait(pending, timeout=CUT_GRACE_S)
 
     # ------------------------------------------------------------ per node
     def _node_checks(self) -> list[CheckInfo]:
@@ -202,7 +220,11 @@ class Runner:
                 return
             try:
                 run.session = self.transport.connect(run.node, self.cancel)
+                run.connected = True
             except ConnectError as exc:
+                if self.cancel.is_set():  # the cut aborted the handshake: the node did not fail, the run ended
+                    run.state, run.error = NodeStateKind.TIMEOUT, f"{self._cut_reason()} before the node answered"
+                    return
                 run.state, run.error = exc.state, exc.reason
                 if self.recorder is not None:
                     self.recorder.state(run.node.name, exc.state, exc.reason)
@@ -229,8 +251,10 @@ class Runner:
                     else:
                         self._add(run, Result(info.id, run.node.name, Status.SKIP, backends.skip_reason(
                             info.backend, run.node.backend, run.backend.how if run.backend else "")))
-            if not self._plans_ahead():  # nothing more to send this node: free its connection now
+            if not (self._plans_ahead() and self.keep_sessions):  # free its connection now
                 self._close(run)
+        except Exception as exc:  # noqa: BLE001 - a bug: said (exit 4), and the other nodes go on
+            self._internal(run, exc)
         finally:
             run.done = True
             self._tick(run)
@@ -251,15 +275,25 @@ class Runner:
         run.backend = backends.decide(outs.get("backend", {}).get("detect"))
         run.node = replace(run.node, backend=run.backend.backend)
 
+    def _internal(self, run: NodeRun, exc: Exception) -> None:
+        if os.environ.get("PREFLIGHT_DEBUG"):
+            traceback.print_exc()
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):  # a limit, not the node
+            run.internal = (f"out of file descriptors ({exc.strerror}; ulimit -n {raise_nofile()}): "
+                            f"lower --forks (now {self.forks}) or raise the hard limit")
+        else:
+            run.internal = f"internal error (a bug in preflight, please report it): {type(exc).__name__}: {exc}"
+        self._close(run)
+
     def _gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
-        node = run.node
+        node, session = run.node, run.session  # the cut may close (and clear) run.session meanwhile
         wanted = self._ask(run, checks, lambda c: c.module.probes(node, self._params(node, c)))
-        run.outputs = run_batch(run.session, node, wanted, self.cancel, self.recorder, self.every)
+        run.outputs = run_batch(session, node, wanted, self.cancel, self.recorder, self.every)
         more = self._ask(run, [c for c in checks if c.has("followup") and c.id in run.outputs],
                          lambda c: c.module.followup(run.outputs[c.id], node, self._params(node, c)))
         more = {cid: p for cid, p in more.items() if p}
         if more and not self.cancel.is_set():
-            for cid, outs in run_batch(run.session, node, more, self.cancel, self.recorder, self.every).items():
+            for cid, outs in run_batch(session, node, more, self.cancel, self.recorder, self.every).items():
                 run.outputs[cid].update(outs)
         for c in checks:
             if c.id not in run.outputs or c.id in run.facts:
@@ -308,9 +342,10 @@ class Runner:
 
     @staticmethod
     def _close(run: NodeRun) -> None:
-        if run.session is not None:
+        session, run.session = run.session, None
+        if session is not None:
             try:
-                run.session.close()
+                session.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
 
@@ -339,11 +374,11 @@ class Runner:
                 self.progress(self._finished, len(self.runs), self._failed)
 
     # ------------------------------------------------------------ cluster
-    def _cluster_phase(self, pool: ThreadPoolExecutor, t_end: float | None) -> None:
+    def _cluster_phase(self, pool: DaemonPool, t_end: float | None) -> None:
         cluster = [self.every[c] for c in self.active if self.every[c].scope == "cluster"]
         if not cluster:
             return
-        ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.session is not None}
+        ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.connected and not r.internal}
         contexts = {c.id: self._context(c, ok) for c in cluster}
         errors: dict[str, Exception] = {}
         rounds = {c.id: int(getattr(c.module, "PLAN_ROUNDS", 1)) for c in cluster}
@@ -376,9 +411,27 @@ class Runner:
         return plans
 
     def _run_plan(self, run: NodeRun, wanted, contexts) -> None:
-        outs = run_batch(run.session, run.node, wanted, self.cancel, self.recorder, self.every)
+        try:
+            outs = self._plan_batch(run, wanted)
+        except Exception as exc:  # noqa: BLE001
+            self._internal(run, exc)
+            return
+        finally:
+            if not self.keep_sessions:
+                self._close(run)
         for cid, o in outs.items():
             contexts[cid].planned.setdefault(run.node.name, {}).update(o)  # type: ignore[union-attr]
+
+    def _plan_batch(self, run: NodeRun, wanted) -> dict[str, dict[str, CommandOutput]]:
+        session = run.session
+        if session is None:  # closed after its node phase (more nodes than --forks): reconnect
+            try:
+                session = run.session = self.transport.connect(run.node, self.cancel)
+            except ConnectError as exc:
+                why = f"could not reconnect for the cluster round: {exc.state.value}: {exc.reason}"
+                return {cid: {name: CommandOutput(rc=None, error=why) for name in probes}
+                        for cid, probes in wanted.items()}
+        return run_batch(session, run.node, wanted, self.cancel, self.recorder, self.every)
 
     def _context(self, info: CheckInfo, ok: dict[str, NodeRun]) -> ClusterContext:
         facts = {}
@@ -429,9 +482,9 @@ class Runner:
         for name, r in self.runs.items():
             if not r.done and r.state is NodeStateKind.OK:
                 r.state, r.error = NodeStateKind.TIMEOUT, f"{cut} before the node finished"
+            results.extend(self._node_results(r, node_checks, cut))  # may name an internal error as the state's
             nodes.append(NodeState(name, r.node.host, r.state, r.error,
                                    r.node.backend if r.node.backend in backends.NAMES else None))
-            results.extend(self._node_results(r, node_checks, cut))
         results.extend(self.cluster_results)
         for c in self.reported:
             if self.every[c].scope == "cluster" and not any(x.check == c for x in self.cluster_results):
@@ -442,10 +495,15 @@ class Runner:
         return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
                       inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
                       cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
-                      interrupted=self.interrupted, run_id=self.run_id)
+                      interrupted=self.interrupted, run_id=self.run_id,
+                      internal_errors=tuple(f"{r.node.name}: {r.internal}" for r in self.runs.values() if r.internal))
 
     def _node_results(self, r: NodeRun, node_checks: list[str], cut: str) -> list[Result]:
         name = r.node.name
+        if r.internal and not any(x.check == CONNECT_ID for x in r.results):  # never reached the node
+            r.state, r.error = NodeStateKind.UNREACHABLE, r.internal
+            return [Result(CONNECT_ID, name, Status.ERROR, r.internal, {"internal": True})] + \
+                   [Result(c, name, Status.SKIP, NODE_UNREACHABLE) for c in node_checks if c != CONNECT_ID]
         if r.state in (NodeStateKind.UNREACHABLE, NodeStateKind.AUTH_FAILED, NodeStateKind.HOSTKEY_REJECTED):
             return [Result(CONNECT_ID, name, Status.ERROR, f"{r.state.value}: {r.error}",
                            remediation=REMEDY.get(r.state))] + \
@@ -455,7 +513,8 @@ class Runner:
         if CONNECT_ID not in have:
             out.insert(0, Result(CONNECT_ID, name, Status.ERROR, f"timeout: {r.error or cut}",
                                  remediation=REMEDY[NodeStateKind.TIMEOUT]))
-        out += [Result(c, name, Status.ERROR, f"not finished: {cut}") for c in node_checks if c not in have]
+        why = r.internal or cut
+        out += [Result(c, name, Status.ERROR, f"not finished: {why}") for c in node_checks if c not in have]
         order = {c: i for i, c in enumerate(node_checks)}
         return sorted(out, key=lambda x: order.get(x.check, len(order)))
 

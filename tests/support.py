@@ -1,6 +1,9 @@
 """Test helpers: read the vendor samples in tests/fixtures (header kept in the file, body returned)."""
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -23,3 +26,33 @@ def fixture_body(name: str) -> str:
 
 def fixture_names(prefix: str) -> list[str]:
     return sorted(p.name for p in FIXTURES.glob(f"*/{prefix}*"))
+
+
+@contextlib.contextmanager
+def loopback_listener(hold: bool):
+    """A loopback TCP port that accepts and then closes at once (`hold=False`: sshd refusing a
+    session) or never speaks (`hold=True`: a hung sshd). Yields (port, an Event set once a client
+    came); bounded: the accept thread ends when the socket closes."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held, hit = [], threading.Event()
+
+    def serve():
+        while True:
+            try:
+                conn = srv.accept()[0]
+            except OSError:
+                return
+            held.append(conn) if hold else conn.close()
+            hit.set()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        yield srv.getsockname()[1], hit
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+        th.join(5)

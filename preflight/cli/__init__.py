@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 import click
@@ -71,8 +72,23 @@ def main(ctx: click.Context) -> None:
         fail_usage(str(exc))
 
 
+def _interrupted(signum, frame) -> None:  # noqa: ARG001
+    """Ctrl-C outside a run (loading the inventory, say): exit 130 at once, not click's "Aborted!"
+    and exit 1. A run installs its own handler (common.with_signals) that keeps the partial report."""
+    from .common import force_exit_on_next_interrupt
+
+    force_exit_on_next_interrupt()
+    click.echo("\npreflight: interrupted", err=True)
+    try:  # what stdout still holds goes nowhere: the exit must not wait on a reader that stopped
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_INTERRUPTED)
+
+
 def entry() -> None:
     """Console-script entry: bugs exit 4 with one line (PREFLIGHT_DEBUG=1 shows the traceback)."""
+    signal.signal(signal.SIGINT, _interrupted)
     try:
         main(standalone_mode=True)
     except SystemExit:

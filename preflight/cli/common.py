@@ -85,42 +85,99 @@ def safe_echo(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _stdout_gone()
+
+
+def _stdout_gone() -> None:
+    """The reader left: the rest goes nowhere (and the exit flush cannot fail); the exit code stays
+    the report's."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 class Progress:
-    """One updating line on stderr, only for a person watching a terminal."""
+    """One updating line on stderr, only for a person watching a terminal. Where escape codes are
+    not wanted (NO_COLOR, TERM=dumb, --no-color) the line is overwritten with spaces instead of
+    ESC [K."""
 
     def __init__(self, enabled: bool):
+        from ..report import color_wanted
+
         self.enabled = enabled
+        self.plain = not color_wanted(sys.stderr)
         self._lock = threading.Lock()
+        self._width = 0
 
     def __call__(self, done: int, total: int, failing: int) -> None:
         if self.enabled:
             with self._lock:
-                sys.stderr.write(f"\r\033[Kpreflight: {done}/{total} nodes done, {failing} failing")
-                sys.stderr.flush()
+                line = f"preflight: {done}/{total} nodes done, {failing} failing"
+                self._write(line)
+
+    def _write(self, line: str) -> None:
+        if self.plain:
+            sys.stderr.write("\r" + line.ljust(self._width))
+            self._width = max(self._width, len(line))
+        else:
+            sys.stderr.write("\r\033[K" + line)
+        sys.stderr.flush()
 
     def clear(self) -> None:
         if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            with self._lock:
+                self._write("")
+                if self.plain:
+                    sys.stderr.write("\r")
+                    sys.stderr.flush()
+
+
+def enable_debug() -> None:
+    """paramiko's log on stderr and tracebacks instead of one-line internal errors."""
+    import logging
+
+    os.environ["PREFLIGHT_DEBUG"] = "1"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    log = logging.getLogger("paramiko")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+
+
+def process_origin() -> float:
+    """When this process started, on time.monotonic()'s clock: `--deadline` bounds the process,
+    interpreter start and inventory loading included."""
+    import time
+
+    import psutil
+
+    age = max(0.0, time.time() - psutil.Process().create_time())
+    return time.monotonic() - age
+
+
+def force_exit_on_next_interrupt() -> None:
+    """A second Ctrl-C ends the process now, whatever it is waiting for."""
+    def now(signum, frame):  # noqa: ARG001
+        os.write(2, b"\npreflight: interrupted twice, exiting now\n")
+        os._exit(EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGINT, now)
 
 
 def with_signals(runner: "Runner", body: "Callable[[], Report]") -> "Report":
     """Ctrl-C or SIGTERM: stop new work, kill remote probes (closing the channels does it), keep the
-    partial report."""
+    partial report. A second Ctrl-C forces the exit."""
     def handler(signum, frame):  # noqa: ARG001
         runner.interrupted = True
         runner.cancel.set()
+        force_exit_on_next_interrupt()
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         return body()
     finally:
         for s, h in old.items():
-            signal.signal(s, h)
+            if not (s == signal.SIGINT and runner.interrupted):  # after one Ctrl-C, the next one forces
+                signal.signal(s, h)
 
 
 def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
@@ -129,6 +186,8 @@ def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
     from ..atomic import write_atomic
     from ..report import console, render
 
+    for message in report.internal_errors:  # exit 4: the bug is said where a person looks
+        click.echo(f"preflight: {message}", err=True)
     if output:
         try:
             write_atomic(output, render(report, fmt), mode=0o644 if fmt == "prometheus" else 0o600)
@@ -137,8 +196,14 @@ def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
         if not quiet and fmt != "table":
             safe_echo(render(report, "table"))
         return
-    if fmt == "table" and sys.stdout.isatty():
+    from ..report import color_wanted
+
+    if fmt == "table" and (sys.stdout.isatty() or color_wanted(sys.stdout)):
         from ..report import table
-        table.render(report, console())
+        try:
+            table.render(report, console())
+            sys.stdout.flush()
+        except BrokenPipeError:  # FORCE_COLOR into a pipe whose reader left
+            _stdout_gone()
         return
     safe_echo(render(report, fmt))

@@ -17,7 +17,8 @@ from ..registry import SelectionError
 from ..runner import Options, Runner
 from ..transport import factory
 from . import options
-from .common import EXIT_INTERNAL, EXIT_USAGE, emit, ids, safe_echo, say, warn_shared_addresses, with_signals, writable_or_exit
+from .common import (EXIT_INTERNAL, EXIT_USAGE, emit, ids, process_origin, safe_echo, say, warn_shared_addresses,
+                     with_signals, writable_or_exit)
 
 # ---------------------------------------------------------------- gate
 
@@ -33,6 +34,7 @@ FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-ch
 @options.connection()
 @options.deadline(default=gate_mod.DEFAULT_DEADLINE,
                   help="Seconds for the whole gate; unfinished nodes count as not usable.")
+@options.diagnostics()
 @click.option("--local", is_flag=True, help="Check this host only, without SSH (Slurm prolog); INVENTORY optional.")
 @click.option("--exclude-out", type=click.Path(dir_okay=False), help="Write failing/unreachable nodes (hostlist).")
 @click.option("--good-out", type=click.Path(dir_okay=False),
@@ -67,7 +69,7 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
             inv = load(inventory, limit=limit, ssh_config=ssh_config)
             warn_shared_addresses(inv)
         opts = Options(checks=gate_mod.gate_checks(ids(checks), local), skip=ids(skip), forks=forks,
-                       deadline=deadline, strict=strict)
+                       deadline=deadline, strict=strict, started=process_origin())
         runner = Runner(inv, factory.make_transport(local=local), opts)
     except SlurmError as exc:
         say(str(exc), exc.code)
@@ -138,7 +140,8 @@ def nagios(inventory, checks, skip, limit, ssh_config, deadline) -> None:
     """Nagios/Icinga plugin: one status line with perfdata; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
     try:
         inv = load(inventory, limit=limit, ssh_config=ssh_config)
-        opts = Options(checks=gate_mod.gate_checks(ids(checks), False), skip=ids(skip), deadline=deadline)
+        opts = Options(checks=gate_mod.gate_checks(ids(checks), False), skip=ids(skip), deadline=deadline,
+                       started=process_origin())
         runner = Runner(inv, factory.make_transport(), opts)
         report = with_signals(runner, runner.run)
         code, text = nagios_mod.output(report)

@@ -77,3 +77,25 @@ def slurm_actions() -> Callable:
         click.option("--resume", is_flag=True, help="Resume passing nodes that preflight drained (nothing else)."),
         click.option("--dry-run", is_flag=True, help="Print the scontrol lines instead of running them."),
     )
+
+
+def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from .common import enable_debug
+        enable_debug()
+
+
+def _no_color(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from ..report import set_color
+        set_color(False)
+
+
+def diagnostics() -> Callable:
+    """--debug and --no-color: how much the run says on a terminal, and in which bytes."""
+    return _stack(
+        click.option("--debug", is_flag=True, expose_value=False, callback=_debug,
+                     help="paramiko's log and every traceback on stderr (as PREFLIGHT_DEBUG=1)."),
+        click.option("--no-color", is_flag=True, expose_value=False, callback=_no_color,
+                     help="No colour or other escape codes (also NO_COLOR, TERM=dumb; FORCE_COLOR forces them)."),
+    )

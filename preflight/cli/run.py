@@ -6,7 +6,8 @@ import sys
 import click
 
 from . import options
-from .common import Progress, emit, fail_usage, ids, warn_shared_addresses, with_signals, writable_or_exit
+from .common import (Progress, emit, fail_usage, ids, process_origin, warn_shared_addresses, with_signals,
+                     writable_or_exit)
 
 
 @click.command("run")
@@ -15,6 +16,7 @@ from .common import Progress, emit, fail_usage, ids, warn_shared_addresses, with
 @options.output()
 @options.connection()
 @options.deadline()
+@options.diagnostics()
 @click.option("--record", type=click.Path(file_okay=False), help="Save every probe's output under DIR.")
 @click.option("--replay", type=click.Path(file_okay=False, exists=True), help="Read outputs from a --record DIR.")
 @click.option("--history", is_flag=False, flag_value="", default=None, metavar="[DB]",
@@ -48,7 +50,8 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     try:
         inv = load(inventory, limit=limit, ssh_config=ssh_config)
         warn_shared_addresses(inv)
-        runner_opts = Options(checks=ids(checks), skip=ids(skip), forks=forks, deadline=deadline, strict=strict)
+        runner_opts = Options(checks=ids(checks), skip=ids(skip), forks=forks, deadline=deadline, strict=strict,
+                              started=process_origin())
         recorder = None
         if record:
             from ..transport.replay import Recorder

@@ -18,14 +18,37 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "jsonl", "junit", "markdown", "prometheus", "html")
 
 
+_COLOR: bool | None = None  # False: --no-color was given
+
+
+def set_color(on: bool | None) -> None:
+    """The command line's --no-color (False) for every console and progress line of this process."""
+    global _COLOR
+    _COLOR = on
+
+
+def color_wanted(stream) -> bool:
+    """Escape codes or not, for one stream: --no-color forbids them; FORCE_COLOR (non-empty) forces
+    them; NO_COLOR (non-empty, no-color.org) and TERM=dumb forbid them; else only on a terminal."""
+    if _COLOR is False:
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
 def console(file=None, color: bool | None = None) -> "Console":
-    """The one rich Console: colour only for a terminal, markup off (node ranges hold brackets)."""
+    """The one rich Console, markup off (node ranges hold brackets). Without colour no escape code
+    at all: rich's no_color alone still writes bold and dim."""
     from rich.console import Console
 
     f = file or sys.stdout
     tty = hasattr(f, "isatty") and f.isatty()
-    return Console(file=f, width=None if tty else 200, no_color=not tty or "NO_COLOR" in os.environ,
-                   highlight=False, emoji=False, markup=False, force_terminal=tty and color is not False)
+    on = color_wanted(f) if color is None else color
+    return Console(file=f, width=None if tty else 200, color_system="auto" if on else None, no_color=not on,
+                   highlight=False, emoji=False, markup=False, force_terminal=on)
 
 
 def render(report: "Report", fmt: str) -> str:
@@ -33,7 +56,7 @@ def render(report: "Report", fmt: str) -> str:
     if fmt == "table":
         from . import table
         buf = io.StringIO()
-        table.render(report, console(buf))
+        table.render(report, console(buf, color=False))
         return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
     if fmt == "prometheus":
         from . import prometheus

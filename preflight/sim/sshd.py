@@ -40,7 +40,7 @@ def write_config(node_dir: Path, listen: str, port: int, authorized_keys: Path,
         "X11Forwarding no",
         "AllowTcpForwarding yes",  # a node can serve as the ProxyJump host of the others (tests)
         "PermitUserEnvironment no",
-        "LogLevel ERROR",
+        "LogLevel VERBOSE",  # one line per connection and per rejected key: tests count attempts
         "Subsystem sftp internal-sftp",
     ]
     if path_env:

@@ -16,5 +16,9 @@ def make_transport(replay: str | None = None, local: bool = False, via: str = "s
     if local:
         from .local import LocalTransport
         return LocalTransport()
-    from .ssh import SSHTransport
+    from .ssh import SSHTransport, paramiko_warning
+    warning = paramiko_warning()
+    if warning:
+        import sys
+        sys.stderr.write(f"preflight: warning: {warning}\n")
     return SSHTransport()

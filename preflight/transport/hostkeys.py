@@ -8,11 +8,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import tempfile
+import stat
 import threading
 from pathlib import Path
 
 import paramiko
+
+from ..atomic import write_atomic
 
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 
@@ -89,25 +91,24 @@ class KnownHosts:
             f"(or run with host_key_policy: accept-new)")
 
     def _append(self, name: str, key: paramiko.PKey) -> None:
-        """Add a line without ever leaving a half-written file (temp file + rename, mode kept)."""
+        """Add a line without ever leaving a half-written file (temp file + rename, mode kept).
+
+        Never replaces what is not a regular file: `UserKnownHostsFile /dev/null` (a common
+        ssh_config line) means "remember nothing", so the key is trusted for this run only, as
+        OpenSSH does; a FIFO or another device is left alone too. A symlink stays a link: its
+        target gets the line."""
         with self._lock:
             self.keys.add(name, key.get_name(), key)
-            p = Path(self.path)
+            p = Path(os.path.realpath(self.path))
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                return
             p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            old = p.read_bytes() if p.exists() else b""
-            mode = p.stat().st_mode & 0o777 if p.exists() else 0o600
-            line = f"{name} {key.get_name()} {key.get_base64()}\n".encode()
+            old = p.read_bytes() if st is not None else b""
             if old and not old.endswith(b"\n"):
                 old += b"\n"
-            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".known_hosts.")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(old + line)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, mode)
-                os.replace(tmp, p)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+            line = f"{name} {key.get_name()} {key.get_base64()}\n".encode()
+            write_atomic(p, old + line, mode=stat.S_IMODE(st.st_mode) if st is not None else 0o600)

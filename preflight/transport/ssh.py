@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import logging
 import os
 import socket
 import threading
@@ -18,15 +19,20 @@ from pathlib import Path
 import paramiko
 
 from ..model import CommandOutput, NodeStateKind
-from ..node import Node
+from ..node import Node, parse_jump
 from . import ConnectError
 from .batch import ProbeSpec, remote_command
 from .hostkeys import HostKeyRejected, KnownHosts
 from .stream import POLL_S, Batcher
 
+# paramiko logs every failed handshake at ERROR with its traceback (~21 lines a node); with no handler
+# Python's last-resort handler prints that on stderr. The reason is in the report; --debug shows the log.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
 DEFAULT_KEY_FILES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 RETRY_DELAYS_S = (0.2, 0.6)  # connection-level failures only (refused, reset), never auth/host key
 _RETRYABLE = (errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED)
+_LOCAL_LIMITS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # this host's, not the node's
 
 
 class _QuietTransport(paramiko.Transport):
@@ -83,7 +89,11 @@ class KeyStore:
         try:
             return [_Key(path, paramiko.PKey.from_path(path))]
         except paramiko.PasswordRequiredException:
-            return f"{path} is encrypted and needs a passphrase (no prompt in batch mode; load it into ssh-agent)"
+            return _encrypted(path)
+        except TypeError as exc:  # paramiko >= 3.2 lets cryptography's "password was not given" through
+            if "password" not in str(exc).lower():
+                raise
+            return _encrypted(path)
         except (paramiko.SSHException, OSError, ValueError) as exc:
             return f"cannot read {path}: {exc}"
 
@@ -145,6 +155,12 @@ class _ChannelStream:
         self.chan.close()
 
 
+def _encrypted(path: str) -> str:
+    """An encrypted key is used through ssh-agent, never by asking for its passphrase."""
+    return (f"{path} is encrypted (passphrase-protected) and preflight never prompts: add it to ssh-agent "
+            f"(ssh-add {path}), whose keys preflight uses")
+
+
 def _serialised(key: paramiko.AgentKey, lock: threading.Lock) -> paramiko.AgentKey:
     """paramiko talks to the agent over one socket with no locking: 64 threads signing at once
     interleave their messages ("lost ssh-agent"). One signature at a time (~1 ms each)."""
@@ -178,15 +194,29 @@ class SSHTransport:
         self._jumps: dict[str, SSHSession] = {}
         self._jump_lock = threading.Lock()
         self._sessions: list[SSHSession] = []
+        self._handshaking: set[paramiko.Transport] = set()
+        self._live_lock = threading.Lock()
 
     def connect(self, node: Node, cancel: threading.Event) -> SSHSession:
         sock = self._socket(node, cancel)
         session = self._handshake(node, sock, node.host)
-        self._sessions.append(session)
+        with self._live_lock:  # closed sessions dropped: a 1024-node run keeps only what is open
+            self._sessions = [s for s in self._sessions if s.transport.is_active()] + [session]
         return session
 
+    def abort(self) -> None:
+        """End every handshake still waiting (a silent sshd): its worker gets a ConnectError now,
+        not after connect + banner timeout."""
+        with self._live_lock:
+            waiting = list(self._handshaking)
+        for t in waiting:
+            t.close()
+
     def close(self) -> None:
-        for s in self._sessions + list(self._jumps.values()):
+        self.abort()
+        with self._live_lock:
+            sessions = self._sessions + list(self._jumps.values())
+        for s in sessions:
             s.close()
 
     # -- TCP
@@ -205,6 +235,8 @@ class SSHTransport:
                                    f"{node.host}:{node.port}: no answer within {node.connect_timeout:g}s "
                                    f"(connect timeout; host down or packets dropped)") from None
             except OSError as exc:
+                if exc.errno in _LOCAL_LIMITS:
+                    raise  # never "unreachable": the runner says which limit (exit 4)
                 if exc.errno in _RETRYABLE and delay is not None and not cancel.is_set():
                     time.sleep(delay)
                     continue
@@ -217,15 +249,16 @@ class SSHTransport:
     def _via_jump(self, node: Node):
         """One ProxyJump hop: a direct-tcpip channel through a shared connection to the jump host."""
         spec = node.proxy_jump or ""
-        if "," in spec:
+        hops = parse_jump(spec)  # validated at load: a ValueError here is a bug, reported as one
+        if len(hops) > 1:
             raise ConnectError(NodeStateKind.UNREACHABLE,
                                f"ProxyJump {spec!r}: only one jump host is supported; refusing to connect directly")
-        user, _, hostport = spec.rpartition("@")
-        host, _, port = hostport.partition(":")
+        hop = hops[0]
+        host = hop.host
         with self._jump_lock:
             jump = self._jumps.get(spec)
             if jump is None or not jump.transport.is_active():
-                jnode = Node(name=f"jump {host}", host=host, port=int(port or 22), user=user or node.user,
+                jnode = Node(name=f"jump {host}", host=host, port=hop.port, user=hop.user or node.user,
                              identity_file=node.identity_file, known_hosts=node.known_hosts,
                              host_key_policy=node.host_key_policy, connect_timeout=node.connect_timeout,
                              banner_timeout=node.banner_timeout, auth_timeout=node.auth_timeout)
@@ -244,6 +277,15 @@ class SSHTransport:
     # -- SSH
     def _handshake(self, node: Node, sock, host: str) -> SSHSession:
         t = _QuietTransport(sock)
+        with self._live_lock:
+            self._handshaking.add(t)
+        try:
+            return self._negotiate(t, node, host)
+        finally:
+            with self._live_lock:
+                self._handshaking.discard(t)
+
+    def _negotiate(self, t: paramiko.Transport, node: Node, host: str) -> SSHSession:
         t.banner_timeout = node.banner_timeout
         t.auth_timeout = node.auth_timeout
         t.handshake_timeout = node.banner_timeout + node.connect_timeout
@@ -259,10 +301,8 @@ class SSHTransport:
             t.start_client(timeout=node.banner_timeout + node.connect_timeout)
         except paramiko.SSHException as exc:
             t.close()
-            msg = str(exc)
-            if "banner" in msg.lower():
-                msg = f"no SSH banner within {node.banner_timeout:g}s (port open but not answering as sshd)"
-            raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: {msg}") from None
+            raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: {_handshake_failure(exc, node)}") \
+                from None
         except (OSError, EOFError) as exc:
             t.close()
             raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: connection lost during "
@@ -295,6 +335,35 @@ class SSHTransport:
         if problems:
             detail += "; " + "; ".join(problems)
         raise ConnectError(NodeStateKind.AUTH_FAILED, f"{user}@{node.host}:{node.port}: {detail}")
+
+
+def _handshake_failure(exc: paramiko.SSHException, node: Node) -> str:
+    """paramiko says "Error reading SSH protocol banner" both when the peer closed at once and when
+    it stayed silent; the exception it wraps (EOFError, a reset, a timeout) tells them apart."""
+    msg = str(exc)
+    if "banner" not in msg.lower():
+        return msg
+    cause = exc.__context__ or exc.__cause__
+    if isinstance(cause, (EOFError, ConnectionResetError, BrokenPipeError)):
+        return ("connection closed by peer before the SSH banner (sshd refused the session: MaxStartups, "
+                "tcp_wrappers, a firewall reset, or not an SSH server)")
+    return f"no SSH banner within {node.banner_timeout:g}s (port open but not answering as sshd)"
+
+
+SAFE_PARAMIKO = (3, 4)  # 3.4.0 has the strict-kex countermeasure for the Terrapin attack
+
+
+def paramiko_warning(version: str | None = None) -> str | None:
+    """The pin (paramiko>=3.4) can be bypassed (a distribution's package, --no-deps): say so."""
+    version = version or paramiko.__version__
+    try:
+        have = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return None
+    if have >= SAFE_PARAMIKO:
+        return None
+    return (f"paramiko {version} is older than 3.4 and open to the Terrapin attack (CVE-2023-48795); "
+            f"upgrade it: pip install 'paramiko>=3.4'")
 
 
 def _gcm_first(ciphers) -> list[str]:

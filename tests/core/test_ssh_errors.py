@@ -17,6 +17,7 @@ from preflight.model import NodeStateKind
 from preflight.node import Node
 from preflight.transport import ConnectError
 from preflight.transport import ssh
+from tests.support import loopback_listener
 
 
 def fail_with(monkeypatch, exc):
@@ -60,3 +61,51 @@ def test_connect_timeout_is_not_retried(monkeypatch):
 def test_no_route_is_named(monkeypatch):
     fail_with(monkeypatch, OSError(errno.EHOSTUNREACH, "No route to host"))
     assert "no route to host" in connect(Node("n1", "10.0.0.1")).reason
+
+
+@pytest.fixture
+def closing_listener():
+    """A loopback port whose peer accepts and closes at once (sshd refusing a session: MaxStartups,
+    tcp_wrappers)."""
+    with loopback_listener(hold=False) as (port, _):
+        yield port
+
+
+def test_peer_closing_at_once_is_closed_by_peer_not_a_banner_timeout(closing_listener, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"nodes:\n  - name: n1\n    host: 127.0.0.1\n    port: {closing_listener}\n    banner_timeout: 7\n")
+    proc = subprocess.run([sys.executable, "-m", "preflight.cli", "run", str(inv), "--checks", "ssh.connect",
+                           "--format", "json", "--ssh-config", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60)
+    node = json.loads(proc.stdout)["nodes"][0]
+    assert node["state"] == "unreachable" and "connection closed by peer" in node["error"], node
+    assert "banner within" not in node["error"]
+    assert proc.stderr == "", proc.stderr
+
+
+def test_out_of_file_descriptors_is_not_unreachable(monkeypatch):
+    """EMFILE is this host's limit: it propagates (the runner makes it exit 4 naming the limit)."""
+    calls = fail_with(monkeypatch, OSError(errno.EMFILE, "Too many open files"))
+    with pytest.raises(OSError) as info:
+        ssh.SSHTransport().connect(Node("n1", "10.0.0.1"), threading.Event())
+    assert not isinstance(info.value, ConnectError) and info.value.errno == errno.EMFILE and len(calls) == 1
+
+
+def test_forks_lowered_to_what_the_descriptor_limit_covers(tmp_path):
+    """Run in a child whose hard RLIMIT_NOFILE is 200: the soft limit is raised to it and --forks
+    1024 becomes (200 - 64) / 2 = 68."""
+    import subprocess
+    import sys
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - name: n[001-999]\n    host: h[001-999]\n")
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (100, 200)); "
+            "from preflight.inventory import load; from preflight.runner import Runner, Options; "
+            "from preflight.transport.local import LocalTransport; "
+            "r = Runner(load(sys.argv[1], ssh_config='/nonexistent'), LocalTransport(), Options(forks=1024)); "
+            "print(r.forks, r.keep_sessions, resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+    out = subprocess.run([sys.executable, "-c", code, str(inv)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["68", "False", "200"], out.stderr

@@ -6,8 +6,10 @@ with the jump host named as the cause.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,55 @@ def test_agent_key_is_used_when_no_identity_file_is_given(sim_cluster, tmp_path,
     path.write_text(yaml.safe_dump(doc))
     report = run(str(path))
     assert all(s == NodeStateKind.OK for s, _ in states(report).values()), states(report)
+
+
+def encrypted_copy(key: Path, dest: Path) -> Path:
+    """The cluster's client key, passphrase-protected (what `ssh-keygen -p` leaves on a workstation)."""
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    dest.write_bytes(key.read_bytes())
+    os.chmod(dest, 0o600)
+    subprocess.run(["ssh-keygen", "-q", "-p", "-P", "", "-N", "correct horse", "-f", str(dest)], check=True,
+                   capture_output=True, stdin=subprocess.DEVNULL)
+    return dest
+
+
+def inventory_with_key(cluster, tmp_path: Path, identity_file: Path | None) -> str:
+    doc = yaml.safe_load(Path(cluster.inventory_path).read_text())
+    if identity_file is None:
+        del doc["defaults"]["identity_file"]
+    else:
+        doc["defaults"]["identity_file"] = str(identity_file)
+    path = tmp_path / "enc-inv.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def run_cli(path: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """A real process with no terminal to prompt on (stdin /dev/null), bounded: a prompt or a hang fails."""
+    proc = subprocess.run([sys.executable, "-m", "preflight.cli", "run", path, "--checks", "ssh.connect",
+                           "--format", "json", "--ssh-config", os.devnull],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return json.loads(proc.stdout), proc
+
+
+@pytest.mark.parametrize("where", ["identity_file", "default ~/.ssh/id_ed25519"])
+def test_encrypted_key_is_used_through_the_agent(sim_cluster, tmp_path, agent, where):
+    enc = encrypted_copy(Path(sim_cluster.client_key),
+                         tmp_path / ("enc_key" if where == "identity_file" else ".ssh/id_ed25519"))
+    report, proc = run_cli(inventory_with_key(sim_cluster, tmp_path, enc if where == "identity_file" else None))
+    assert [n["state"] for n in report["nodes"]] == ["ok"] * 3, report["nodes"]
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+@pytest.mark.parametrize("where", ["identity_file", "default ~/.ssh/id_ed25519"])
+def test_encrypted_key_without_agent_is_auth_failed_naming_it_and_ssh_add(sim_cluster, tmp_path, monkeypatch,
+                                                                         where):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    enc = encrypted_copy(Path(sim_cluster.client_key),
+                         tmp_path / ("enc_key" if where == "identity_file" else ".ssh/id_ed25519"))
+    report, proc = run_cli(inventory_with_key(sim_cluster, tmp_path, enc if where == "identity_file" else None))
+    for n in report["nodes"]:
+        assert n["state"] == "auth_failed", n
+        assert f"{enc} is encrypted" in n["error"] and f"ssh-add {enc}" in n["error"], n["error"]
+    assert proc.returncode == 3 and "deadline" not in proc.stdout and "Traceback" not in proc.stderr
