@@ -154,3 +154,18 @@ def test_scontrol_denied_is_one_line_and_its_own_code(c, tmp_path):
     assert len(errors) == 1 and "scontrol refused" in errors[0] and "operator" in errors[0]
     assert "Traceback" not in cp.stderr
     assert slurm(c) == before
+
+
+def test_drain_on_drains_only_nodes_whose_failures_need_those_actions(c):
+    """`gate --drain --drain-on ACTIONS`: a node whose failure needs another action is excluded from
+    the job but not handed to repair (npu.health's A4025021 grades reset_device; a leftover process
+    on an NPU grades restart_process)."""
+    c.inject("node02", "npu_health", device=3, status="Alarm", codes=["A4025021"])
+    c.inject("node04", "npu_process", device=0, pid=4242, name="python3")
+    cp = gate(c, "--drain", "--drain-on", "reset_device,replace_hardware")
+    assert cp.returncode == 1, cp.stderr
+    st = slurm(c)
+    assert st["node02"][0] == "drain" and st["node02"][1].startswith("preflight: npu.health ")
+    assert st["node04"][0] == "idle", st["node04"]
+    assert "drain-on reset_device,replace_hardware: node02" in cp.stderr
+    assert "node04" in cp.stderr and "not drained: its failures need none of --drain-on's actions" in cp.stderr
