@@ -158,9 +158,9 @@ def test_scontrol_denied_is_one_line_and_its_own_code(c, tmp_path):
 
 def test_drain_on_drains_only_nodes_whose_failures_need_those_actions(c):
     """`gate --drain --drain-on ACTIONS`: a node whose failure needs another action is excluded from
-    the job but not handed to repair (npu.health's A4025021 grades reset_device; a leftover process
-    on an NPU grades restart_process)."""
-    c.inject("node02", "npu_health", device=3, status="Alarm", codes=["A4025021"])
+    the job but not handed to repair (npu.health's codes A4025021 8C03A000 8C084E00 grade
+    reset_device by the vendor's fault-code table; a leftover process on an NPU, restart_process)."""
+    c.inject("node02", "npu_health", device=3, status="Alarm", codes=["A4025021", "8C03A000", "8C084E00"])
     c.inject("node04", "npu_process", device=0, pid=4242, name="python3")
     cp = gate(c, "--drain", "--drain-on", "reset_device,replace_hardware")
     assert cp.returncode == 1, cp.stderr
