@@ -13,7 +13,8 @@ Derived per node (docs/ENV.md for the variables):
   NNODES, NODE_RANK                                    the master is rank 0, then inventory order
   ASCEND_RT_VISIBLE_DEVICES                            npu.health's logical device ids, ascending
   job.hccl                                             HCCL_BUFFSIZE (MB), HCCL_CONNECT_TIMEOUT, ...
-On NVIDIA nodes NCCL_SOCKET_IFNAME replaces the HCCL_* interface variables.
+On NVIDIA nodes NCCL_SOCKET_IFNAME replaces the HCCL_* interface variables, and NCCL_IB_HCA names
+the InfiniBand ports ib.link found Active/LinkUp (none found: not set, NCCL then picks for itself).
 """
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..checks import env_comm, net_ports, npu_health  # whose facts the values are (by module, not by id text)
+from ..checks import env_comm, ib_link, net_ports, npu_health  # whose facts the values are (by module, not by id text)
 from ..model import NodeStateKind, Report, Status
 from ..registry import CONNECT_ID
 
 # The checks whose facts the environment is derived from, in the order a refusal names them.
-DERIVED_FROM = (env_comm.ID, net_ports.ID, npu_health.ID)
+DERIVED_FROM = (env_comm.ID, net_ports.ID, npu_health.ID, ib_link.ID)
 MASTER_PORT_FIRST, MASTER_PORT_LAST = 29500, 29999  # torchrun's default, and where to look after it
 
 
@@ -129,6 +130,13 @@ def master_port(wanted: int | None, listeners: list[int], hccl: list[tuple[int, 
     return None, f"no free port in {MASTER_PORT_FIRST}-{MASTER_PORT_LAST}"
 
 
+def ib_hca(ib: Any) -> str | None:
+    """NCCL_IB_HCA from ib.link's facts: `=ca:port,...` of the InfiniBand ports that are Active/LinkUp
+    (`=`: exact names, NCCL reads bare names as prefixes, so `mlx5_1` would also match `mlx5_10`)."""
+    ports = [p.name for p in getattr(ib, "ports", ()) if p.up and p.link_layer == "InfiniBand"]
+    return "=" + ",".join(ports) if ports else None
+
+
 def visible(chips_ids: list[int], nproc: int | None) -> list[int]:
     ids = sorted(set(chips_ids))
     return ids[:nproc] if nproc else ids
@@ -169,6 +177,9 @@ def derive(inv, facts: Mapping[str, Mapping[str, Any]], report: Report) -> list[
         env: dict[str, str] = {}
         if backend_of[n.name] == "nvidia":
             env["NCCL_SOCKET_IFNAME"] = f"={comm.iface}"  # exact name: NCCL reads a bare name as a prefix
+            hca = ib_hca(facts[n.name].get(ib_link.ID))
+            if hca:
+                env["NCCL_IB_HCA"] = hca
         else:
             env.update(HCCL_IF_IP=comm.ip, HCCL_SOCKET_IFNAME=f"={comm.iface}")  # type: ignore[arg-type]
         env["GLOO_SOCKET_IFNAME"] = comm.iface  # type: ignore[assignment]

@@ -38,3 +38,19 @@ def test_refusals_name_node_and_check():
     assert got == ["n2: ssh.connect error: unreachable: refused", "n1: env.comm fail: GLOO_SOCKET_IFNAME=eth9: no interface eth9 on n1"]
     assert not envgen.EnvRefused(envgen.refusals(rep)).incomplete
     assert envgen.EnvRefused(envgen.refusals(rep)[:1]).incomplete
+
+
+def test_nccl_ib_hca_names_the_infiniband_ports_found_up():
+    """On a real 8-port H100 ibstat with ports down, only the Active/LinkUp ones are named, exactly."""
+    from preflight.checks import ib_link
+    from preflight.model import CommandOutput
+    from preflight.nvidia import ibstat
+    from tests.support import fixture_body
+
+    text = fixture_body("ibstat__H100_CX7_some_down__gpud-fixture.txt")
+    facts = ib_link.parse({"ib_ports": CommandOutput(stdout="@@source ibstat\n" + text)})
+    ports = ibstat.parse_ibstat(text)
+    up = [p.name for p in ports if p.up and p.link_layer == "InfiniBand"]
+    assert up and len(up) < len(ports)  # the sample has ports down: they must be left out
+    assert envgen.ib_hca(facts) == "=" + ",".join(up)
+    assert envgen.ib_hca(None) is None and envgen.ib_hca(ib_link.Facts("none")) is None
