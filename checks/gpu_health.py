@@ -43,13 +43,10 @@ ID = "gpu.health"
 SCOPE = "node"
 BACKEND = "nvidia"
 GATE = True
-# What to do with a fail/warn (preflight/actions.py). Xid rows follow the resolution the
-# NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors) gives each class of Xid; the worst matching row wins.
+# What to do with a fail/warn (preflight/actions.py). The Xid rows come from the Xid table
+# (preflight/nvidia/xid.py, after NVIDIA's Xid catalogue); the worst matching row wins.
 ACTIONS = (
-    (r"Xid 79 ", "reboot_node", "GPU has fallen off the bus: reboot the node, a hardware ticket if it recurs (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors))"),
-    (r"Xid (48|63|64|92|94|95) ", "reset_device", "ECC / row-remap Xids: reset the GPU (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors); NVIDIA Dynamic Page Retirement guide)"),
-    (r"Xid (13|31|43|45|68|69) ", "restart_process", "application-level Xids: restart the job (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors))"),
-    (r"Xid \d+ ", "reset_device", "other Xids: reset the GPU, then re-run (NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors))"),
+    *xid.action_rows(),
     (r"since the driver loaded \(volatile\)", "reset_device", "volatile uncorrectable ECC: reset the GPU (NVIDIA memory error management)"),
     (r"over its lifetime \(aggregate\)", "monitor", "aggregate ECC history: watch the count"),
     (r"remapping failure", "replace_hardware", "a row that could not be remapped: the GPU needs replacing (nvidia-smi -q documentation)"),

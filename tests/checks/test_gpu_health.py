@@ -137,3 +137,20 @@ def test_nvidia_smi_missing_or_failing_fails_naming_it():
 def test_hang_is_an_error_not_a_verdict():
     with pytest.raises(ParseError):
         check.parse({nv.QUERY_PROBE: CommandOutput(rc=124, timed_out=True), nv.KERNEL_PROBE: kernel_log()})
+
+
+def test_xid_findings_are_graded_as_the_xid_table_says():
+    """gpu.health's Xid actions are derived from preflight/nvidia/xid.py: an application-level Xid
+    is a job restart (never outranked by a generic Xid row), Xid 79 a reboot, an unknown one watched."""
+    from preflight import actions
+    from preflight.model import Result, Status
+    from preflight.registry import discover
+
+    table = {"gpu.health": discover()["gpu.health"].actions}
+    def graded(summary):
+        [r] = actions.assign([Result("gpu.health", "g1", Status.FAIL, summary, remediation="x")], table)
+        return r.action
+    assert graded("GPU 0 Xid 13 Graphics Engine Exception in the kernel log: ...") == "restart_process"
+    assert graded("GPU 0 Xid 79 GPU has fallen off the bus in the kernel log: ...") == "reboot_node"
+    assert graded("GPU 0 Xid 48 Double Bit ECC Error (DBE) in the kernel log: ...") == "reset_device"
+    assert graded("GPU 0 Xid 999 not in preflight's table in the kernel log: ...") == "monitor"
