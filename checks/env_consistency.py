@@ -158,7 +158,8 @@ def rule_variables(ctx: ClusterContext) -> list[Problem]:
     envs = _envs(ctx)
     names = AGREE + (AGREE_IFNAME if _uniform_ifnames(ctx) else ())
     out = []
-    for members in backends.groups(ctx.nodes).values():
+    for group in backends.groups(ctx.nodes).values():
+        members = set(group)  # membership per node and variable: a list would make this quadratic
         for var in names:
             values = {n: env.get(var, "").strip() or UNSET for n, env in envs.items() if n in members}
             out += _agree(values, var, VAR_FIX.format(var=var))

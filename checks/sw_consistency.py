@@ -206,7 +206,8 @@ def _cuda_fields(cuda) -> dict[str, str | None]:
 def _mismatches(versions: Mapping[str, Mapping[str, str]], ignore: set[str], groups: Mapping[str, list[str]]):
     """(field, Consensus) for the fields that disagree, within each backend's nodes."""
     out = []
-    for members in groups.values():
+    for group in groups.values():
+        members = set(group)  # membership per node and field: a list would make this quadratic
         for field in FIELDS:
             if field in ignore:
                 continue

@@ -81,6 +81,7 @@ check is `error` "needs root" (docs/SPEC.md §2.9).
 """
 from __future__ import annotations
 
+import functools
 import shlex
 import string
 from dataclasses import dataclass, field
@@ -131,6 +132,8 @@ _FORMATTER = string.Formatter()
 
 
 def _word(value: Any) -> str:
+    if type(value) is str or type(value) is int:  # most fields; Shell and other str subclasses below
+        return shlex.quote(str(value))
     if isinstance(value, (list, tuple)):
         return " ".join(_word(v) for v in value)
     if value is None or isinstance(value, (dict, set, bytes)):
@@ -175,29 +178,42 @@ def _quote_contexts(template: str) -> list[str]:
     return contexts
 
 
-def sh(template: str, /, **values: Any) -> Shell:
-    """Fill a literal template's `{name}` fields with quoted values (see the module docstring)."""
-    out: list[str] = []
+@functools.lru_cache(maxsize=1024)
+def _fields(template: str) -> tuple[tuple[str, str | None, str, str], ...]:
+    """The template's (literal, field, format spec, quoting context) parts, checked once per
+    template: probe templates are literals in the checks, built again for every node."""
+    parts = []
     contexts = iter(_quote_contexts(template))
     for literal, name, spec, conv in _FORMATTER.parse(template):
-        out.append(literal)
         if name is None:
+            parts.append((literal, None, "", ""))
             continue
         where = next(contexts)
         if not name or name.isdigit() or conv:
             raise TemplateError(f"template field {{{name}}}: use named fields without conversion")
-        value, _ = _FORMATTER.get_field(name, (), values)
+        if spec and spec != "raw":
+            raise TemplateError(f"template field {{{name}:{spec}}}: the only format is :raw")
+        if not spec and where in ("sq", "dq"):
+            raise TemplateError(f"template field {{{name}}} is inside quotes in {template[:80]!r}: "
+                                "quoting would be literal there; put the field outside the quotes")
+        parts.append((literal, name, spec, where))
+    return tuple(parts)
+
+
+def sh(template: str, /, **values: Any) -> Shell:
+    """Fill a literal template's `{name}` fields with quoted values (see the module docstring)."""
+    out: list[str] = []
+    for literal, name, spec, _where in _fields(template):
+        out.append(literal)
+        if name is None:
+            continue
+        value = values[name] if name.isidentifier() else _FORMATTER.get_field(name, (), values)[0]
         if spec == "raw":
             if not isinstance(value, Shell) and not (isinstance(value, (list, tuple))
                                                      and all(isinstance(v, Shell) for v in value)):
                 raise TemplateError(f"{{{name}:raw}} takes shell text built by sh(), got {type(value).__name__}")
             out.append(" ".join(value) if isinstance(value, (list, tuple)) else value)
             continue
-        if spec:
-            raise TemplateError(f"template field {{{name}:{spec}}}: the only format is :raw")
-        if where in ("sq", "dq"):
-            raise TemplateError(f"template field {{{name}}} is inside quotes in {template[:80]!r}: "
-                                "quoting would be literal there; put the field outside the quotes")
         out.append(_word(value))
     return Shell("".join(out))
 

@@ -108,8 +108,9 @@ class _Map(dict):
     traps: dict[str, str]  # key -> YAML 1.1 coercion message, raised only if preflight reads the key
 
 
-class _Loader(yaml.SafeLoader):
-    pass
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Safe loading; libyaml's scanner and parser where PyYAML has them (a 1,000-node inventory
+    loads in a fraction of the pure-Python time), with the same node marks for line numbers."""
 
 
 _TRAPS = (
@@ -137,7 +138,7 @@ class _Trap(yaml.MarkedYAMLError):
 def _trap(node: yaml.ScalarNode, secret: bool = False) -> str | None:
     """The coercion a plain scalar suffers under YAML 1.1, in words, or None. The value of a
     secret-named key is not repeated (preflight.redact)."""
-    if node.style is not None:  # quoted: the user said what they meant
+    if node.style:  # quoted: the user said what they meant (plain: None in PyYAML, "" in libyaml)
         return None
     for tag, hit, msg in _TRAPS:
         if node.tag == tag and hit(node.value):

@@ -62,15 +62,41 @@ def hccn_loop(node: Node, devices: Iterable[int], args: str) -> Shell:
               args=args.split(), dev=DEV_MARK, rc=RC_MARK)
 
 
+_LOOP_MARK = re.compile(r"^(?:@@dev|@@rc) [^\n]*", re.M)
+_ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines() breaks too
+
+
 def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
     """`hccn_loop` output -> {device: CommandOutput(stdout=its text, rc=its exit code)}.
 
     Raises ParseError when the framing is broken (a device without its `@@rc` line: the loop was
-    cut short)."""
+    cut short). The marker lines are found by one regex scan and each device's text is sliced out,
+    not rebuilt line by line (7 loops x 8 devices a node); text with other line breaks than
+    `\\n` takes the line-by-line path, which reads them as `str.splitlines()` does."""
+    text = out.stdout
+    if _ODD_BREAKS.search(text):
+        return _split_lines(text)
+    per_dev: dict[int, CommandOutput] = {}
+    dev: int | None = None
+    start = 0
+    for m in _LOOP_MARK.finditer(text):
+        line = m.group(0)
+        if line.startswith(DEV_MARK):
+            dev, start = int(line.split()[1]), m.end() + 1
+        elif dev is not None:
+            per_dev[dev] = CommandOutput(stdout=text[start:m.start()], rc=int(line.split()[1]))
+            dev = None
+    if dev is not None:
+        raise ParseError(f"hccn_tool loop: device {dev} has no exit code (output cut short)",
+                         text[start:].rstrip("\n"))
+    return per_dev
+
+
+def _split_lines(text: str) -> dict[int, CommandOutput]:
     per_dev: dict[int, CommandOutput] = {}
     dev: int | None = None
     body: list[str] = []
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
         if line.startswith(DEV_MARK + " "):
             dev, body = int(line.split()[1]), []
         elif line.startswith(RC_MARK + " ") and dev is not None:

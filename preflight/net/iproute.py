@@ -6,6 +6,7 @@ checks share it and it runs once; `parse_addr` accepts either form.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -112,14 +113,22 @@ def parse_text(text: str) -> tuple[Interface, ...]:
 
 def owner(interfaces: tuple[Interface, ...], ip: str) -> Interface | None:
     """The interface that carries `ip` as one of its addresses (any state)."""
-    try:
-        want = ipaddress.ip_address(ip)
-    except ValueError:
+    want = _address(ip)
+    if want is None:
         return None
     for iface in interfaces:
-        if any(ipaddress.ip_address(a.ip) == want for a in iface.addrs):
+        if any(a.ip == ip or _address(a.ip) == want for a in iface.addrs):
             return iface
     return None
+
+
+@functools.lru_cache(maxsize=65536)
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """Parsed once per run (the master's address is looked up on every node's interfaces)."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

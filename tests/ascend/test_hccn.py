@@ -108,6 +108,36 @@ def test_loop_framing_round_trip():
     assert ascend.hccn_missing(CommandOutput(stdout="@@missing /opt/x/hccn_tool\n", rc=127)) == "/opt/x/hccn_tool"
 
 
+def test_loop_split_by_slicing_reads_what_the_line_reader_reads():
+    """split_loop slices each device's text out of the stream; every shape of loop output (noise
+    before the first device, a marker-like line in a body, an rc line with no device, empty
+    bodies, a missing final newline, CRLF) gives what the line-by-line reader gives."""
+    import random
+
+    rng = random.Random(7)
+    pieces = ["link status: UP", "@@missing x", "@@rcx 1", "", "  @@dev 9", "Get invalid device id.",
+              "@@rc 0", "@@dev 2", "optical info:", "present : present"]
+    for _ in range(3000):
+        lines = []
+        for dev in range(rng.randint(0, 4)):
+            lines += [rng.choice(pieces) for _ in range(rng.randint(0, 2))]
+            lines.append(f"@@dev {dev}")
+            lines += [rng.choice(pieces) for _ in range(rng.randint(0, 3))]
+            if rng.random() < 0.9:
+                lines.append(f"@@rc {rng.choice([0, 1, 255])}")
+        text = "\n".join(lines) + ("\n" if rng.random() < 0.8 else "")
+        if rng.random() < 0.1:
+            text = text.replace("\n", "\r\n")
+        try:
+            want = {d: (o.stdout, o.rc) for d, o in ascend._split_lines(text).items()}
+        except ParseError:
+            with pytest.raises(ParseError):
+                ascend.split_loop(CommandOutput(stdout=text))
+            continue
+        got = {d: (o.stdout, o.rc) for d, o in ascend.split_loop(CommandOutput(stdout=text)).items()}
+        assert got == want, text
+
+
 def test_loop_quotes_inventory_paths():
     node = Node("n", "h", ascend_home="/opt/my ascend")
     assert "'/opt/my ascend/driver/tools/hccn_tool'" in ascend.hccn_loop(node, [0], "-ip -g")

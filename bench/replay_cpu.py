@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Client CPU after the bytes arrive (docs/PERFORMANCE.md §3): a replay of 1,000 recorded nodes.
+
+Why a replay: parsing, evaluation, the cluster checks and the reporters are what a run costs once
+every node's output is in; a recording lets that be measured at 1,000 nodes without a thousand
+sshd on a 2-core machine.
+
+1. A recording: `--from-sim N` brings up N simulated nodes (real sshd in network namespaces) and
+   records `preflight run --record` of every check, or `--recording DIR --inventory INV` takes one
+   made before.
+2. A synthetic cluster of `--nodes` nodes from it: the master node once, then the other recorded
+   nodes in turn, each clone an exact copy of its template's inventory entry and recording under a
+   new name, so every command finds its recorded output (addresses: see clone()). Checks whose commands name
+   other nodes (the ping meshes) and the all-reduce rendezvous are skipped: their recordings
+   cannot be cloned.
+3. `preflight run --replay` at `--small` and `--nodes` nodes in every report format, `--repeat`
+   times; the slope between the two sizes is the per-node cost (start-up cancels out).
+
+Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3
+"""
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from preflight.registry import discover  # noqa: E402
+
+FORMATS = ("json", "table", "jsonl", "junit", "markdown", "prometheus", "html")
+UNCLONABLE = ("net.ping_mesh", "hccn.ping_mesh", "smoke.allreduce")  # commands name peers / a rendezvous
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled bytecode, as an installed preflight has
+    return e
+
+
+def cpu_of(cmd: list[str]) -> tuple[float, float, int]:
+    """Client CPU (user+sys, self and children), peak RSS in MB, exit code."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
+    _, status, ru = os.wait4(proc.pid, 0)
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def preflight(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from preflight.cli import entry; entry()", *args]
+
+
+def record_from_sim(n: int, folder: Path) -> tuple[Path, Path]:
+    sim_dir = folder / "sim"
+    spec = folder / "spec.yaml"
+    spec.write_text(f"cluster: rec{n}\nnodes: {n}\n")
+    subprocess.run([sys.executable, "-m", "preflight.sim.cli", "up", str(spec), "--dir", str(sim_dir)], check=True,
+                   stdout=subprocess.DEVNULL, env=env())
+    try:
+        inv = folder / "recorded.yaml"
+        shutil.copy(sim_dir / "inventory.yaml", inv)
+        rec = folder / "recording"
+        subprocess.run(preflight("run", str(inv), "--skip", ",".join(UNCLONABLE), "--record", str(rec),
+                                 "--format", "json", "--output", os.devnull, "--quiet"), env=env(), check=False)
+    finally:
+        subprocess.run([sys.executable, "-m", "preflight.sim.cli", "down", "--dir", str(sim_dir)], check=False,
+                       stdout=subprocess.DEVNULL, env=env())
+    return rec, inv
+
+
+IPV4 = re.compile(r"(?<![\d.])(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?![\d.])")
+NARROW_MASKS = ("255.255.252.0", "255.255.254.0", "255.255.255.0")  # the sim's rails: widened to /16
+NARROW_PREFIX = re.compile(r'(\\"prefixlen\\":)(?:2[2-4])\b')
+
+
+def clone(rec: Path, inv: Path, n: int, folder: Path) -> tuple[Path, Path]:
+    """`n` nodes from the recorded ones. A clone gets fresh addresses for the addresses only its
+    template has (host, NPU devices), in the same /16, and every node's rail netmask is widened to
+    /16 so that 8 devices x 1,000 nodes fit one subnet per rail: the cluster is healthy, as the
+    recording was, and no check meets thousands of false duplicates."""
+    doc = yaml.safe_load(inv.read_text())
+    master = str(doc.get("defaults", {}).get("env", {}).get("MASTER_ADDR", ""))
+    texts = {e["name"]: (rec / f"{e['name']}.json").read_text() for e in doc["nodes"]
+             if (rec / f"{e['name']}.json").is_file()}
+    seen: dict[str, int] = {}
+    for t in texts.values():
+        for ip in set(IPV4.findall(t)):
+            seen[ip] = seen.get(ip, 0) + 1
+    usable = [e for e in doc["nodes"] if e["name"] in texts and '"timed_out": true' not in texts[e["name"]]]
+    first = [e for e in usable if e.get("host") == master] or usable[:1]
+    others = [e for e in usable if e is not first[0]] or first
+    counters: dict[str, int] = {}
+
+    def fresh(ip: str) -> str:
+        a, b = ip.split(".")[:2]
+        while True:
+            k = counters.get(a + b, 4 * 256)
+            counters[a + b] = k + 1
+            new = f"{a}.{b}.{k // 256}.{k % 256}"
+            if new not in seen:
+                return new
+
+    def widen(text: str) -> str:
+        for m in NARROW_MASKS:
+            text = text.replace(m, "255.255.0.0")
+        return NARROW_PREFIX.sub(r"\g<1>16", text)  # `ip -j addr` (JSON inside the recording's JSON)
+
+    out_rec = folder / f"rec{n}"
+    out_rec.mkdir(mode=0o700)
+    entries = []
+    width = len(str(n))
+    for i in range(n):
+        template = first[0] if i == 0 else others[(i - 1) % len(others)]
+        name = f"n{i + 1:0{width}d}"
+        text, entry = texts[template["name"]], yaml.safe_dump(dict(template, name=name))
+        if i > 0 and (i - 1) >= len(others):  # the first pass keeps the recorded nodes' own addresses
+            own = {ip for ip in IPV4.findall(text) if seen[ip] == 1 and ip != master}
+            mapping = {ip: fresh(ip) for ip in sorted(own)}
+            swap = (lambda m: mapping.get(m.group(1), m.group(1)))
+            text, entry = IPV4.sub(swap, text), IPV4.sub(swap, entry)
+        (out_rec / f"{name}.json").write_text(widen(text))
+        entries.append(yaml.safe_load(entry))
+    doc["nodes"] = entries
+    out_inv = folder / f"inv{n}.yaml"
+    out_inv.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out_rec, out_inv
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--from-sim", type=int, metavar="N")
+    src.add_argument("--recording")
+    ap.add_argument("--inventory", help="the inventory the --recording was made with")
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--small", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    compileall.compile_dir(str(ROOT / "preflight"), quiet=1)
+    compileall.compile_dir(str(ROOT / "checks"), quiet=1)
+    folder = Path(tempfile.mkdtemp(prefix="preflight-replay-"))
+    try:
+        if args.from_sim:
+            rec, inv = record_from_sim(args.from_sim, folder)
+        else:
+            if not args.inventory:
+                ap.error("--recording needs --inventory")
+            rec, inv = Path(args.recording), Path(args.inventory)
+        rec_n, inv_n = clone(rec, inv, args.nodes, folder)
+        skip = ",".join(c for c in UNCLONABLE if c in discover())
+        small = f"n[{1:0{len(str(args.nodes))}d}-{args.small:0{len(str(args.nodes))}d}]"
+        rows = {}
+        for fmt in args.formats.split(","):
+            base = preflight("run", str(inv_n), "--replay", str(rec_n), "--skip", skip, "--format", fmt,
+                             "--output", str(folder / f"out.{fmt}"), "--quiet")
+            runs = {"small": [], "large": []}
+            for _ in range(args.repeat):
+                runs["small"].append(cpu_of(base + ["--limit", small]))
+                runs["large"].append(cpu_of(base))
+            med = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
+            rss = max(r[1] for r in runs["large"])
+            per = (med["large"] - med["small"]) / (args.nodes - args.small) * 1000
+            rows[fmt] = {"small_cpu": med["small"], "large_cpu": med["large"], "rss_mb": rss, "per_node_ms": per,
+                         "rc": sorted({r[2] for r in runs["large"]})}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"| format | CPU at {args.small} nodes (s) | CPU at {args.nodes} nodes (s) | per node (ms) | peak RSS (MB) |")
+    print("|---|---:|---:|---:|---:|")
+    for fmt, r in rows.items():
+        print(f"| {fmt} | {r['small_cpu']:.2f} | {r['large_cpu']:.2f} | {r['per_node_ms']:.2f} | {r['rss_mb']:.0f} |")
+    print(f"exit codes {[r['rc'] for r in rows.values()]}, load {os.getloadavg()[0]:.1f}, {time.strftime('%F %T')}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
