@@ -11,14 +11,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import paramiko
 import yaml
 
 from . import nodeset, redact
 from .container import RUNTIMES, Container
 from .node import Node, parse_jump
+
+if TYPE_CHECKING:
+    import paramiko
 
 
 class InventoryError(ValueError):
@@ -614,6 +616,8 @@ def _ssh_config(path: str | None) -> paramiko.SSHConfig | None:
     p = Path(os.path.expanduser(path or "~/.ssh/config"))
     if not p.is_file():
         return None
+    import paramiko  # here, not at import: commands that read no ssh config never load it (~0.1 s)
+
     try:
         return paramiko.SSHConfig.from_path(str(p))
     except Exception as exc:  # noqa: BLE001 - any parse problem is the user's file

@@ -63,7 +63,7 @@ class NodeRun:
     connected: bool = False  # reached in the node phase (its session may since be closed)
 
 
-def _spec(probe: Probe, node: Node, info: CheckInfo | None) -> ProbeSpec:
+def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> ProbeSpec:
     """A check's probe as the driver takes it: its timeout, and whether it needs root (the Probe's
     own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
     user. This is the one place privilege is decided; the driver applies it (sudo -n)."""
@@ -77,7 +77,7 @@ def _spec(probe: Probe, node: Node, info: CheckInfo | None) -> ProbeSpec:
     if job and node.container is not None:  # through the runtime, which needs root (docker: its group)
         cmd, timeout = job_command(node.container, cmd, timeout), timeout + START_SLACK_S
         root, group = True, RUNTIME_GROUP[node.container.runtime] or ""
-    return ProbeSpec(key="", cmd=cmd, timeout=timeout, root=root, group=group,
+    return ProbeSpec(key=key, cmd=cmd, timeout=timeout, root=root, group=group,
                      become=node.become_user if (root and node.become == "sudo") else "",
                      job=bool(job and node.container is not None))
 
@@ -124,19 +124,21 @@ def run_batch(session: Session, node: Node, wanted: dict[str, dict[str, Probe]],
               checks: dict[str, CheckInfo] | None = None) -> dict[str, dict[str, CommandOutput]]:
     """{check: {name: cmd}} -> {check: {name: output}}, identical commands sent once."""
     by_cmd: dict[str, ProbeSpec] = {}
+    sent: dict[str, dict[str, str]] = {}  # check -> probe name -> the command it became
     for cid, probes in wanted.items():
-        for probe in probes.values():
-            spec = _spec(probe, node, (checks or {}).get(cid))
+        info, names = (checks or {}).get(cid), sent.setdefault(cid, {})
+        for name, probe in probes.items():
+            spec = _spec(probe, node, info, key=f"p{len(by_cmd)}")
             have = by_cmd.get(spec.cmd)
-            by_cmd[spec.cmd] = replace(spec, key=f"p{len(by_cmd)}") if have is None else _merge(have, spec)
+            by_cmd[spec.cmd] = spec if have is None else _merge(have, spec)
+            names[name] = spec.cmd
     specs = list(by_cmd.values())
     outputs = session.run(specs, cancel) if specs else {}
     jobs = {sp.key for sp in specs if sp.job}
     outputs = {k: _runtime_refused(o, node) if k in jobs else o for k, o in outputs.items()}
     if recorder is not None:
         recorder.add(node.name, specs, outputs, node.env)
-    return {check: {name: outputs[by_cmd[_spec(p, node, (checks or {}).get(check)).cmd].key]
-                    for name, p in probes.items()} for check, probes in wanted.items()}
+    return {check: {name: outputs[by_cmd[c].key] for name, c in names.items()} for check, names in sent.items()}
 
 
 class Runner:

@@ -189,29 +189,50 @@ def optical_value(value: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def parse_optical(text: str) -> Optical:
+_OPTICAL_FIELD = re.compile(r"^([^:\n]*):([^\n]*)$", re.M)
+_OPTICAL_BARE = re.compile(r"^[^:\n]*[^:\s][^:\n]*$", re.M)  # a non-blank line with no colon
+_ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines() breaks too
+
+
+def _optical_fields(text: str) -> dict[str, str]:
+    """`key : value` lines as printed. One regex scan where lines end in `\\n` (8 devices a node,
+    50 lines each); other line breaks take the line-by-line path, as str.splitlines() reads them."""
+    if not _ODD_BREAKS.search(text):
+        bare = _OPTICAL_BARE.search(text)
+        if bare:
+            raise ParseError("hccn_tool -optical -g: expected `key : value`", bare.group(0))
+        return {k.strip(): v.strip() for k, v in _OPTICAL_FIELD.findall(text) if (k + v).strip() != "optical info"}
     fields: dict[str, str] = {}
     for line in text.splitlines():
         bare = line.strip()
         if not bare or bare == "optical info:":
             continue
-        # "high power enable reg: enabled": no space before the colon, so split on the first ':'.
         key, sep, value = line.partition(":")
         if not sep:
             raise ParseError("hccn_tool -optical -g: expected `key : value`", line)
         fields[key.strip()] = value.strip()
+    return fields
+
+
+def parse_optical(text: str) -> Optical:
+    # "high power enable reg: enabled": no space before the colon, so split on the first ':'.
+    fields = _optical_fields(text)
     if "present" not in fields:
         raise ParseError("hccn_tool -optical -g: no `present :` line", text)
     lanes: dict[str, dict[int, float | None]] = {"Tx Power": {}, "Rx Power": {}}
+    thresholds: dict[str, float | None] = {}
+    flags: dict[str, str] = {}
     for key, value in fields.items():
-        m = _LANE.match(key) if key[:1] in ("T", "R") else None
-        if m:
+        if key.endswith("Thres"):
+            thresholds[key] = optical_value(value)
+        elif key.endswith("Flag"):
+            flags[key] = value
+        elif key[:1] in ("T", "R") and (m := _LANE.match(key)):
             lanes[m.group(1)][int(m.group(2) or 0)] = optical_value(value)
     return Optical(
         present=fields["present"], tx_power=lanes["Tx Power"], rx_power=lanes["Rx Power"],
-        thresholds={k: optical_value(v) for k, v in fields.items() if k.endswith("Thres")},
-        temperature=optical_value(fields.get("temperature", "NA")),
-        flags={k: v for k, v in fields.items() if k.endswith("Flag")}, fields=fields,
+        thresholds=thresholds, temperature=optical_value(fields.get("temperature", "NA")),
+        flags=flags, fields=fields,
     )
 
 

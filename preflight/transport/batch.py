@@ -7,8 +7,9 @@ the driver prints, per probe::
     @@PF:<nonce>:B <idx> <rc> <t0_us> <t1_us>\n  <stdout>  @@PF:<nonce>:E\n  <stderr>  @@PF:<nonce>:Z\n
 
 with one `head -q -c CAP+1` over the two output files and two marker files, so each stream is
-capped on the node (a longer one arrives as CAP+1 bytes and is marked truncated) and a probe costs
-three processes: timeout, its shell, head. The random nonce keeps a probe from forging a marker
+capped on the node (a longer one arrives as CAP+1 bytes and is marked truncated); the frame is
+sent by one `cat` (one write, so one SSH packet where it fits, not five). A probe costs four
+processes: timeout, its shell, head, cat. The random nonce keeps a probe from forging a marker
 (it cannot know it).
 
 One driver serves a node for the whole run: after a round it prints `@@PF:<nonce>:R` and waits for
@@ -102,8 +103,8 @@ pf() {
     N|S)
       [ "$how" = N ] && : >"$d/e"
       : >"$d/o"; now
-      printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$how" "$s" "$t"
-      head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"
+      { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$how" "$s" "$t"; head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
+      cat "$d/f"
       return ;;
     sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
     *) timeout -k {grace} "$2" sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
@@ -113,8 +114,11 @@ pf() {
   rc=$?
   : >"$d/pid"
   now
-  printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$rc" "$s" "$t"
-  head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"
+  # The frame is assembled in a file and sent by one write: written piece by piece (printf, then
+  # head's four files) it left in several SSH packets, and each packet costs the client
+  # (docs/PERFORMANCE.md §2). It is sent at once, never held back behind the next probe.
+  { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$rc" "$s" "$t"; head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
+  cat "$d/f"
 }
 """
 # After the first round: wait for the next one on the FIFO; EOF (client gone) ends the driver.

@@ -71,6 +71,22 @@ def test_optical_full_and_elided():
     assert elided.tx_power == {0: 4.4035} and elided.rx_power == {0: 1.0189}
 
 
+def test_optical_read_alike_whatever_the_line_breaks():
+    """The one-scan reader (`\\n` lines) and the line reader (CRLF, other breaks) give the same
+    fields; a line without a colon is refused by both, naming that line."""
+    for name in ("hccn_tool_-optical_-g__910A_QSFP_4lane__mindcluster-fixture.txt",
+                 "hccn_tool_-optical_-g__elided__mindcluster-doc.txt"):
+        text = body(name)
+        variants = [text, "\n\n" + text.replace(" : ", ":") + "\n  \n", text.replace("\n", "\r\n")]
+        want = hccn.parse_optical(variants[0])
+        for v in variants[1:]:
+            assert hccn.parse_optical(v) == want
+        for v in (text + "garbage line\n", (text + "garbage line\n").replace("\n", "\r\n")):
+            with pytest.raises(ParseError) as exc:
+                hccn.parse_optical(v)
+            assert "garbage line" in exc.value.text
+
+
 def test_stat_fec_tls():
     assert hccn.parse_stat(body("hccn_tool_-stat_-g__elided__mindcluster-doc.txt"))["nic_tx_all_pkg_num"] == 122404
     assert hccn.parse_stat(body("hccn_tool_-stat_-g__short__mindcluster-fixture.txt")) == {
