@@ -6,6 +6,7 @@ env applied. Several checks read it; they all ask for the same probe, which runs
 """
 from __future__ import annotations
 
+import functools
 import re
 
 from .checkapi import CommandOutput, ParseError, Probe, Shell, cmd, seq, sh
@@ -17,10 +18,20 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def script(node: Node) -> Shell:
     """Shell text that builds the launch environment (sourcing env_files, applying env)."""
+    try:
+        return _script(tuple(node.env_files), tuple(node.env.items()))
+    except TypeError:  # an unhashable value: built anyway, without the cache
+        return _script.__wrapped__(tuple(node.env_files), tuple(node.env.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _script(env_files: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> Shell:
+    """Cached by the node's env_files and env: several checks ask for it on every node, and most
+    nodes of a cluster share everything but an address or two."""
     steps = [sh(". {f} >/dev/null 2>&1 || echo {msg} >&2", f=f, msg="preflight: cannot source " + f)
-             for f in node.env_files]
+             for f in env_files]
     # the name is literal template text only after it matched ENV_NAME (no quote, brace or space)
-    steps += [sh(f"export {k}={{v}}", v=v) for k, v in node.env.items() if ENV_NAME.fullmatch(k)]
+    steps += [sh(f"export {k}={{v}}", v=v) for k, v in env if ENV_NAME.fullmatch(k)]
     return seq(steps) if steps else sh(":")
 
 
