@@ -140,7 +140,18 @@ def render_ibstat(state: dict[str, Any]) -> str:
                 "\tPort 1:", f"\t\tState: {p['state']}", f"\t\tPhysical state: {p['phys_state']}",
                 f"\t\tRate: {p['rate']}", f"\t\tBase lid: {p['lid']}", "\t\tLMC: 0", "\t\tSM lid: 334",
                 "\t\tCapability mask: 0xa751e848", f"\t\tPort GUID: {p['guid']}", "\t\tLink layer: InfiniBand"]
+    for p in state.get("roce_ports", ()):  # the Ethernet port block of the real capture (CX-6 Dx, MT4125)
+        out += [f"CA '{p['ca']}'", "\tCA type: MT4125", "\tNumber of ports: 1", "\tFirmware version: 22.38.1002",
+                "\tHardware version: 0", f"\tNode GUID: {p['guid']}", f"\tSystem image GUID: {p['guid']}",
+                "\tPort 1:", f"\t\tState: {p['state']}", f"\t\tPhysical state: {p['phys_state']}",
+                f"\t\tRate: {p['rate']}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
+                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: {p['guid']}", "\t\tLink layer: Ethernet"]
     return "\n".join(out) + "\n"
+
+
+def render_roce_map(state: dict[str, Any]) -> str:
+    """`<ca> <port> <netdev>` lines the simulated ibdev2netdev reads (it reads each netdev's state live)."""
+    return "".join(f"{p['ca']} 1 {p['netdev']}\n" for p in state.get("roce_ports", ()))
 
 
 IBSTATUS_STATE = {"Active": "4: ACTIVE", "Down": "1: DOWN", "Initializing": "2: INIT"}
