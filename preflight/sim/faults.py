@@ -246,6 +246,14 @@ def gpu_hw_slowdown(state: dict, p: dict) -> None:
     _gpu(state, p)["hw_slowdown"] = True
 
 
+def gpu_nvlink_down(state: dict, p: dict) -> None:
+    """NVLink links of a GPU inactive (all of them by default): `nvlink -s` says `<inactive>` and
+    `topo -m` shows its pairs over PCIe (or narrower, NV<active>, when only some are down)."""
+    g = _gpu(state, p)
+    links = p.get("links")
+    g["nvlink_down"] = sorted({int(k) for k in links}) if links is not None else list(range(st.NVLINKS))
+
+
 IB_STATES = {"Down": ("Down", "Disabled"), "Polling": ("Down", "Polling")}
 
 
@@ -309,6 +317,7 @@ FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]]
     "gpu_process": (gpu_process, {"device", "pid", "name", "mem"}, {"device"}, False),
     "gpu_pcie_degraded": (gpu_pcie_degraded, {"device", "width"}, {"device"}, False),
     "gpu_hw_slowdown": (gpu_hw_slowdown, {"device"}, {"device"}, False),
+    "gpu_nvlink_down": (gpu_nvlink_down, {"device", "links"}, {"device"}, False),
     "ib_port_down": (ib_port_down, {"ca", "state"}, set(), False),
     "roce_netdev_down": (roce_netdev_down, {"ca"}, set(), True),
 }

@@ -33,6 +33,7 @@ def device_ip_count(node: "NodeSpec") -> int:
     return 0 if node.backend == "nvidia" else device_count(node)
 
 
+NVLINKS = 18  # an H100 SXM's NVLink4 links, all to the NVSwitches (NV18 between every pair in `topo -m`)
 # 8x H100 80GB HBM3 from the real -q capture (bus ids, UUID prefix, 81559 MiB, 700 W cap)
 H100_BUSES = ("00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0", "00000000:86:00.0",
               "00000000:97:00.0", "00000000:A8:00.0", "00000000:B9:00.0", "00000000:CA:00.0")
@@ -49,7 +50,7 @@ def _gpus(node: "NodeSpec") -> list[dict[str, Any]]:
             "power_cap": 700, "mem_used": 0, "mem_total": 81559, "util": 0, "mig": "Disabled",
             "ecc_volatile": 0, "ecc_aggregate": 0, "remap_uncorrectable": 0, "remap_pending": False,
             "remap_failed": False, "reset_required": False, "hw_slowdown": False, "pcie_width": 16,
-            "processes": [],
+            "processes": [], "nvlink_down": [],   # inactive NVLink links (of NVLINKS, to the NVSwitches)
         })
     return out
 

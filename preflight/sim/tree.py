@@ -127,6 +127,8 @@ def _write_nvidia(node_dir: Path, state: dict[str, Any]) -> None:
     out = node_dir / "out" / "nv"
     put(out / "table", render_nvidia.render_table(state))
     put(out / "query", render_nvidia.render_query(state))
+    put(out / "topo", render_nvidia.render_topo(state))
+    put(out / "nvlink", render_nvidia.render_nvlink(state))
     for field, text in render_nvidia.render_csv(state).items():
         put(out / "csv" / field, text)
     put(out / "ibstat", render_nvidia.render_ibstat(state))

@@ -1,7 +1,7 @@
 """Issue 14 end to end: NVIDIA nodes beside Ascend ones, over real SSH, one report.
 
 One simulated cluster (module-scoped): four healthy 910B Ascend nodes and three H100 nodes: gpu01
-healthy, gpu02 with a different fault on six of its GPUs and its RoCE port's netdev down (ibstat
+healthy, gpu02 with a different fault on seven of its GPUs (GPU 4: its NVLinks down) and its RoCE port's netdev down (ibstat
 still Active), gpu03 with a GPU gone and an IB port Polling (faults are state edits; the simulated
 nvidia-smi, ibstat, ibdev2netdev and dmesg print the real formats from that state, and the RoCE
 netdev is a real veth in the node's namespace). Both runs name the RoCE port in ib.link's `ports`. Each fault must be flagged on its node and GPU and
@@ -23,7 +23,7 @@ from preflight.sim.fixtures import requires_netns
 
 pytestmark = requires_netns
 
-GPU_CHECKS = "gpu.health,gpu.idle,ib.link"
+GPU_CHECKS = "gpu.health,gpu.idle,ib.link,gpu.topology"
 # gpu02 carries one fault per GPU (so each must land on its own GPU), gpu03 the node-level ones.
 FAULTS = [
     {"node": "gpu02", "fault": "gpu_hw_slowdown", "device": 0},
@@ -33,12 +33,14 @@ FAULTS = [
     {"node": "gpu02", "fault": "gpu_xid", "device": 5, "xid": 79},
     {"node": "gpu02", "fault": "gpu_pcie_degraded", "device": 6, "width": 8},
     {"node": "gpu02", "fault": "roce_netdev_down", "ca": "mlx5_8"},
+    {"node": "gpu02", "fault": "gpu_nvlink_down", "device": 4},
     {"node": "gpu03", "fault": "gpu_missing", "device": 7},
     {"node": "gpu03", "fault": "ib_port_down", "ca": "mlx5_4", "state": "Polling"},
 ]
 # (check, node) -> failed GPUs in details (ib.link: failed_ports)
 EXPECTED = {("gpu.health", "gpu02"): [0, 1, 3, 5, 6], ("gpu.idle", "gpu02"): [2],
-            ("gpu.health", "gpu03"): [], ("ib.link", "gpu03"): ["mlx5_4:1"], ("ib.link", "gpu02"): ["mlx5_8:1"]}
+            ("gpu.health", "gpu03"): [], ("ib.link", "gpu03"): ["mlx5_4:1"], ("ib.link", "gpu02"): ["mlx5_8:1"],
+            ("gpu.topology", "gpu02"): [4]}
 GPU_PROBLEMS = {0: "HW Slowdown Active", 1: "row remap pending", 3: "2 uncorrectable ECC",
                 5: "Xid 79 GPU has fallen off the bus", 6: "PCIe link x8, expected x16"}
 GPU_NODES = ["gpu01", "gpu02", "gpu03"]
@@ -115,6 +117,9 @@ def test_messages_name_what_was_found_on_each_gpu(device_report):
     assert "GPU 2: pid 424242 python3" in fails[("gpu.idle", "gpu02")]["summary"]
     assert "7 GPUs listed by nvidia-smi, expected 8" in fails[("gpu.health", "gpu03")]["summary"]
     assert "mlx5_4:1 State Down, Physical state Polling" in fails[("ib.link", "gpu03")]["summary"]
+    topo = fails[("gpu.topology", "gpu02")]["summary"]
+    assert topo.startswith("GPU 4: GPU 0 SYS, GPU 1 SYS, GPU 2 SYS, GPU 3 SYS, GPU 5 NODE") and \
+        "GPU 4: all NVLink links inactive, the node's other GPUs have 18 active (NVSwitch system)" in topo
     roce = fails[("ib.link", "gpu02")]
     assert "mlx5_8 port 1 (RoCE, netdev enp27s0f0np0): netdev down (ibstat State Active; netdev from ibdev2netdev)" \
         in roce["summary"] and "mlx5_4" not in roce["summary"]
@@ -123,7 +128,7 @@ def test_messages_name_what_was_found_on_each_gpu(device_report):
 def test_healthy_h100_node_passes_and_nothing_warns_or_errors(device_report):
     assert by(device_report, "warn") == {} and by(device_report, "error") == {}
     mine = [r for r in device_report["results"] if r["node"] == "gpu01" and r["check"] in GPU_CHECKS.split(",")]
-    assert [r["status"] for r in mine] == ["pass"] * 3, mine
+    assert [r["status"] for r in mine] == ["pass"] * 4, mine
     [ib] = [r for r in mine if r["check"] == "ib.link"]
     assert "8 IB ports Active/LinkUp at 400 Gb/s (ibstat); 1 RoCE port(s) up at 10 Gb/s (mlx5_8:1 enp27s0f0np0)" \
         in ib["summary"]
