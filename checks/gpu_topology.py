@@ -63,17 +63,24 @@ def probes(node, params) -> dict[str, Probe]:
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     out = outputs.get(TOPO_PROBE)
-    if out is None or not out.ok or out.rc != 0:
-        why = "timed out" if out is not None and out.timed_out else (
-            first_line(out.stdout) or first_line(out.stderr) or f"exit code {out.rc}" if out is not None else "did not run")
+    if out is None or not out.ok:
+        if out is None:
+            why = "did not run"
+        elif out.timed_out:
+            why = "timed out"
+        else:
+            why = first_line(out.stdout) or first_line(out.stderr) or f"exit code {out.rc}"
         return Facts(f"nvidia-smi topo -m gave no matrix ({why}); see gpu.health")
     topo = topology.parse_topo(out.stdout)
     links = outputs.get(NVLINK_PROBE)
     # nvlink -s is an aid: on GPUs without NVLink it may print nothing or fail; the matrix decides then
-    nvlink = topology.parse_nvlink(links.stdout) if links is not None and links.ok and links.rc == 0 else {}
+    try:
+        nvlink = topology.parse_nvlink(links.stdout) if links is not None and links.ok else {}
+    except ParseError:
+        nvlink = {}  # e.g. only NVML's "Unable to retrieve NVLink information" line: the matrix decides
     q = outputs.get(nv.QUERY_PROBE)
     nvswitch = False
-    if q is not None and q.ok and q.rc == 0:
+    if q is not None and q.ok:
         try:
             report = nvidia_smi.parse_query(q.stdout)
         except ParseError:

@@ -108,3 +108,8 @@ def test_a_failing_topo_command_skips_and_nvlink_failing_is_not_fatal():
     assert f.status is Status.SKIP and "NVIDIA-SMI has failed" in f.summary
     [f] = run(H100_TOPO, "Failed to ...", query=H100_Q, links_rc=1)
     assert f.status is Status.PASS
+
+
+def test_an_nvlink_answer_without_gpu_lines_leaves_the_matrix_to_decide():
+    [f] = run(PAIR_TOPO, "NVML: Unable to retrieve NVLink information as all links are inActive\n")
+    assert f.status is Status.WARN and f.details["failed_devices"] == [2] and "inactive" not in f.summary
