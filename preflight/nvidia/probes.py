@@ -10,6 +10,12 @@ Both sources cover the current boot only (the ring buffer may have wrapped on a 
 IB ports (`IB_PORTS`): `ibstat`, else `ibstatus` (gpud falls back the same way when ibstat fails),
 else /sys/class/infiniband; first line `@@source ibstat|ibstatus|sysfs`, or `@@none` when the node
 has none of them.
+
+RoCE netdevs (`ROCE_NETDEVS`, preflight/nvidia/roce.py): `@@map sysfs` with one `<ca> <port>
+<netdev|->` line per Ethernet-link-layer port (its gid_attrs/ndevs/0, else the device/net entry
+whose dev_port is port - 1) when /sys/class/infiniband exists, `@@map ibdev2netdev` with that
+tool's lines when it is installed, then `@@net <if>` and the netdev's operstate, carrier and speed
+for every netdev named (`@@net <if> missing` when /sys/class/net has no such entry).
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from ..checkapi import CommandOutput, Finding, first_line, require_ok, sh, tool_
 NVIDIA_SMI = sh("nvidia-smi")
 NVIDIA_SMI_Q = sh("nvidia-smi -q")
 SMI_PROBE, QUERY_PROBE, KERNEL_PROBE, IB_PROBE = "nvidia_smi", "nvidia_smi_q", "kernel_log", "ib_ports"
+ROCE_PROBE = "roce_netdevs"
 XID_FILTER = "grep -F 'NVRM: Xid' | tail -n 500"
 KERNEL_LOG = sh(
     "if dmesg >/dev/null 2>&1; then echo '@@source dmesg'; dmesg 2>/dev/null | " + XID_FILTER + "; "
@@ -33,6 +40,22 @@ IB_PORTS = sh(  # braces doubled: sh() fills {fields}; this template has none
     "ca=${{p%/ports/*}}; echo \"@@port ${{ca##*/}} ${{p##*/}}\"; "
     "for f in state phys_state rate link_layer; do printf '%s: ' $f; cat \"$p/$f\" 2>/dev/null || echo; done; done; "
     "else echo '@@none'; fi"
+)
+ROCE_NETDEVS = sh(  # braces doubled: sh() fills {fields}; this template has none
+    "nds=''; "
+    "if [ -d /sys/class/infiniband ]; then echo '@@map sysfs'; "
+    "for p in /sys/class/infiniband/*/ports/*; do [ -d \"$p\" ] || continue; "
+    "[ \"$(cat \"$p/link_layer\" 2>/dev/null)\" = Ethernet ] || continue; "
+    "ca=${{p%/ports/*}}; ca=${{ca##*/}}; port=${{p##*/}}; nd=$(cat \"$p/gid_attrs/ndevs/0\" 2>/dev/null); "
+    "if [ -z \"$nd\" ]; then for d in \"/sys/class/infiniband/$ca/device/net/\"*; do [ -d \"$d\" ] || continue; "
+    "[ \"$(cat \"$d/dev_port\" 2>/dev/null || echo 0)\" = \"$((port - 1))\" ] && nd=${{d##*/}}; done; fi; "
+    "echo \"$ca $port ${{nd:--}}\"; nds=\"$nds $nd\"; done; fi; "
+    "if command -v ibdev2netdev >/dev/null 2>&1; then echo '@@map ibdev2netdev'; "
+    "map=$(ibdev2netdev 2>/dev/null | head -n 256); [ -n \"$map\" ] && echo \"$map\"; "
+    "nds=\"$nds $(echo \"$map\" | awk '$4 == \"==>\" {{print $5}}')\"; fi; "
+    "for n in $nds; do if [ -e \"/sys/class/net/$n/operstate\" ]; then echo \"@@net $n\"; "
+    "for f in operstate carrier speed; do printf '%s: ' $f; cat \"/sys/class/net/$n/$f\" 2>/dev/null || echo; done; "
+    "else echo \"@@net $n missing\"; fi; done; true"
 )
 SMI_PATH_HINT = "nvidia-smi on the login PATH (normally /usr/bin/nvidia-smi, from the NVIDIA driver package)"
 

@@ -97,6 +97,10 @@ Faults (``c.inject(node, NAME, **params)`` or a spec's ``faults:``; device = log
     gpu_pcie_degraded device, width (8)          PCIe Link Width Current 8x of Max 16x
     gpu_hw_slowdown  device                      Clocks Event Reasons: HW Slowdown: Active
     ib_port_down     ca (mlx5_0), state=Polling|Down   the HCA port Down/Polling (or Disabled)
+    gpu_nvlink_down  device, links (all 18)      those NVLinks `<inactive>` in `nvlink -s`; `topo -m` pairs
+                                                 over PCIe (NODE/SYS), or NV<active> when some remain
+    roce_netdev_down ca (mlx5_8)                 the RoCE port's veth netdev down in the node's netns;
+                                                 ibstat still Active (netns mode)
 
 Layouts (node key `layout`): 910B (A2, one chip per card, `Chip`), A3 (two chips per card,
 `Chip  Phy-ID`, 16 logical devices; npu-smi >= 26 prints the 116-char wide table), 310P
@@ -105,8 +109,10 @@ Layouts (node key `layout`): 910B (A2, one chip per card, `Chip`), A3 (two chips
 npu_smi_version, driver_version, firmware_version, cann_version, arch, hccn_conf, data_files.
 
 NVIDIA nodes (node key `backend: nvidia`, with `gpus` (8) and `gpu_model` (H100, the one model with
-a real `-q` capture)): bin/ holds sh scripts `nvidia-smi` (default table, `-q`, `--query-gpu=...
---format=csv,noheader,nounits`), `ibstat`, `ibstatus` and `dmesg` (the node's kernel log: sim
+a real `-q` capture)): bin/ holds sh scripts `nvidia-smi` (default table, `-q`, `topo -m`,
+`nvlink -s`, `--query-gpu=... --format=csv,noheader,nounits`), `ibstat`, `ibstatus`,
+`ibdev2netdev` (the RoCE port `mlx5_8`, whose netdev `enp27s0f0np0` is a veth pair kept inside the
+node's namespace in netns mode) and `dmesg` (the node's kernel log: sim
 nodes share the host kernel, so the real dmesg would show the host's), catting out/nv/*; no
 npu-smi, no hccn_tool, no device addresses. The inventory gives them `backend: nvidia` and
 NCCL_SOCKET_IFNAME. Formats: preflight/sim/render_nvidia.py.

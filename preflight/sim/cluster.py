@@ -281,7 +281,8 @@ class Cluster:
                 entry.update(namespace=f"{nm['ns_prefix']}{name}", veth_host=f"{nm['veth_host']}{ns_spec.index}",
                              veth_dev=f"{nm['veth_dev']}{ns_spec.index}",
                              host_cidr=f"{host}/{sp.subnet.prefixlen}",
-                             device_cidrs=[f"{ip}/{dev_net.prefixlen}" for ip in dev_ips])
+                             device_cidrs=[f"{ip}/{dev_net.prefixlen}" for ip in dev_ips],
+                             roce=[(r["netdev"], r["peer"]) for r in state["roce_ports"]])
             plan.append(entry)
             rec["nodes"].append({k: v for k, v in entry.items() if k not in ("host_cidr", "device_cidrs")})
         self.known_hosts.write_text("\n".join(known) + "\n", encoding="utf-8")
@@ -511,7 +512,7 @@ class Cluster:
         write_tree(n.dir, st, n.ascend_home)
         if n.namespace:
             applied = self.rec["applied_net"].get(name)
-            baseline = {"down_addrs": [], "drop": [], "iface_down": False}
+            baseline = {"down_addrs": [], "drop": [], "iface_down": False, "roce_down": []}
             if st["net"] != (applied or baseline):
                 netns.apply_net(n.namespace, st, self.rec["device_prefixlen"])
                 self.rec["applied_net"][name] = st["net"]

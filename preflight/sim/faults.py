@@ -246,6 +246,14 @@ def gpu_hw_slowdown(state: dict, p: dict) -> None:
     _gpu(state, p)["hw_slowdown"] = True
 
 
+def gpu_nvlink_down(state: dict, p: dict) -> None:
+    """NVLink links of a GPU inactive (all of them by default): `nvlink -s` says `<inactive>` and
+    `topo -m` shows its pairs over PCIe (or narrower, NV<active>, when only some are down)."""
+    g = _gpu(state, p)
+    links = p.get("links")
+    g["nvlink_down"] = sorted({int(k) for k in links}) if links is not None else list(range(st.NVLINKS))
+
+
 IB_STATES = {"Down": ("Down", "Disabled"), "Polling": ("Down", "Polling")}
 
 
@@ -261,6 +269,21 @@ def ib_port_down(state: dict, p: dict) -> None:
             port["state"], port["phys_state"] = IB_STATES[how]
             return
     raise ValueError(f"{state['name']} has no HCA {ca}")
+
+
+def roce_netdev_down(state: dict, p: dict) -> None:
+    """The RoCE port's netdev goes down (`ip link set <if> down` in the node's namespace); ibstat
+    still says Active / LinkUp, as the RDMA port state of a RoCE port can."""
+    if state.get("backend") != "nvidia":
+        raise ValueError("this fault needs an NVIDIA node (backend: nvidia)")
+    ca = str(p.get("ca", "mlx5_8"))
+    for port in state["roce_ports"]:
+        if port["ca"] == ca:
+            down = state["net"].setdefault("roce_down", [])
+            if port["netdev"] not in down:
+                down.append(port["netdev"])
+            return
+    raise ValueError(f"{state['name']} has no RoCE port {ca}")
 
 
 # name -> (function, allowed params, required params, needs netns)
@@ -294,7 +317,9 @@ FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]]
     "gpu_process": (gpu_process, {"device", "pid", "name", "mem"}, {"device"}, False),
     "gpu_pcie_degraded": (gpu_pcie_degraded, {"device", "width"}, {"device"}, False),
     "gpu_hw_slowdown": (gpu_hw_slowdown, {"device"}, {"device"}, False),
+    "gpu_nvlink_down": (gpu_nvlink_down, {"device", "links"}, {"device"}, False),
     "ib_port_down": (ib_port_down, {"ca", "state"}, set(), False),
+    "roce_netdev_down": (roce_netdev_down, {"ca"}, set(), True),
 }
 NEEDS_DEVICE = {"npu_health", "npu_process", "hbm_leak", "link_down", "link_flap", "optical_absent",
                 "optical_rx_low", "ip_missing", "ip_stale"}

@@ -139,7 +139,8 @@ def batch(lines: Iterable[str], ns: str | None = None, check: bool = True) -> su
 
 def create(host_bridge: str, device_bridge: str, control_cidr: str,
            nodes: list[dict[str, Any]]) -> None:
-    """nodes: dicts with namespace, veth_host, veth_dev, host_cidr, device_cidrs."""
+    """nodes: dicts with namespace, veth_host, veth_dev, host_cidr, device_cidrs, and optionally roce:
+    (netdev, peer) pairs, a veth made and kept inside the namespace (a GPU node's RoCE netdev)."""
     root = [f"link add {host_bridge} type bridge forward_delay 0",
             f"link set {host_bridge} up",
             f"addr add {control_cidr} dev {host_bridge}",
@@ -158,6 +159,8 @@ def create(host_bridge: str, device_bridge: str, control_cidr: str,
         lines = ["link set lo up", f"link set {HOST_IFACE} up", f"addr add {n['host_cidr']} dev {HOST_IFACE}",
                  f"link set {DEVICE_IFACE} up"]
         lines += [f"addr add {cidr} dev {DEVICE_IFACE}" for cidr in n["device_cidrs"]]
+        for netdev, peer in n.get("roce", ()):
+            lines += [f"link add {netdev} type veth peer name {peer}", f"link set {peer} up", f"link set {netdev} up"]
         lines += _static_neighbours(n, nodes, macs)
         p = subprocess.Popen(["ip", "-n", n["namespace"], "-batch", "-"], stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -214,9 +217,12 @@ def destroy(namespaces: Iterable[str], links: Iterable[str]) -> None:
 
 
 def apply_net(ns: str, state: dict[str, Any], plen: int) -> None:
-    """Make the device network match state['net']: addresses, interface up/down, DROP rules."""
+    """Make the device network match state['net']: addresses, interface up/down, DROP rules, and a
+    GPU node's RoCE netdevs up or down (`roce_down`)."""
     net = state["net"]
     lines = [f"link set {DEVICE_IFACE} {'down' if net['iface_down'] else 'up'}"]
+    lines += [f"link set {r['netdev']} {'down' if r['netdev'] in net.get('roce_down', ()) else 'up'}"
+              for r in state.get("roce_ports", ())]
     for d in state["devices"]:
         verb = "del" if d["id"] in net["down_addrs"] else "replace"
         lines.append(f"addr {verb} {d['ip']}/{plen} dev {DEVICE_IFACE}")

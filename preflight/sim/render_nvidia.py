@@ -6,7 +6,8 @@ Formats: the `-q` report is the real H100 capture's header and first GPU block
 the widths of the real 535.129.03 capture (tests/fixtures/nvidia/nvidia-smi__P100_4gpu_*: 89
 characters, Bus-Id cell 22); `ibstat`/`ibstatus` follow the real gpud captures; Xid lines copy the
 real `NVRM: Xid (PCI:dddd:bb:dd): N, ...` text of tests/fixtures/nvidia/dmesg__* with the GPU's
-bus. `--query-gpu` is offered only for the fields and forms with a real sample: `noheader` with
+bus; `topo -m` and `nvlink -s` follow the real captures (tests/fixtures/nvidia/nvidia-smi_topo_-m__*,
+nvidia-smi_nvlink_-s__*), an NVSwitch H100 node: NV18 between every pair. `--query-gpu` is offered only for the fields and forms with a real sample: `noheader` with
 `nounits` (a CSV header line has no sample, so the simulated tool refuses it).
 """
 from __future__ import annotations
@@ -140,7 +141,18 @@ def render_ibstat(state: dict[str, Any]) -> str:
                 "\tPort 1:", f"\t\tState: {p['state']}", f"\t\tPhysical state: {p['phys_state']}",
                 f"\t\tRate: {p['rate']}", f"\t\tBase lid: {p['lid']}", "\t\tLMC: 0", "\t\tSM lid: 334",
                 "\t\tCapability mask: 0xa751e848", f"\t\tPort GUID: {p['guid']}", "\t\tLink layer: InfiniBand"]
+    for p in state.get("roce_ports", ()):  # the Ethernet port block of the real capture (CX-6 Dx, MT4125)
+        out += [f"CA '{p['ca']}'", "\tCA type: MT4125", "\tNumber of ports: 1", "\tFirmware version: 22.38.1002",
+                "\tHardware version: 0", f"\tNode GUID: {p['guid']}", f"\tSystem image GUID: {p['guid']}",
+                "\tPort 1:", f"\t\tState: {p['state']}", f"\t\tPhysical state: {p['phys_state']}",
+                f"\t\tRate: {p['rate']}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
+                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: {p['guid']}", "\t\tLink layer: Ethernet"]
     return "\n".join(out) + "\n"
+
+
+def render_roce_map(state: dict[str, Any]) -> str:
+    """`<ca> <port> <netdev>` lines the simulated ibdev2netdev reads (it reads each netdev's state live)."""
+    return "".join(f"{p['ca']} 1 {p['netdev']}\n" for p in state.get("roce_ports", ()))
 
 
 IBSTATUS_STATE = {"Active": "4: ACTIVE", "Down": "1: DOWN", "Initializing": "2: INIT"}
@@ -158,6 +170,57 @@ def render_ibstatus(state: dict[str, Any]) -> str:
             f"        phys state:      {IBSTATUS_PHYS.get(p['phys_state'], p['phys_state'])}",
             f"        rate:            {p['rate']} Gb/sec (4X NDR)", "        link_layer:      InfiniBand"]))
     return "\n\n".join(blocks) + "\n\n"
+
+
+# `topo -m`: the real TAB-separated form (tests/fixtures/nvidia/nvidia-smi_topo_-m__*: the 4090 capture's
+# columns with `GPU NUMA ID`, the H100 capture's NV18 cells and CPU affinities, the A6000 capture's
+# legend). No NIC columns: the form of a node whose NICs the tool does not list (the H100 capture).
+TOPO_LEGEND = """
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+AFFINITY = ("0-47,96-143", "48-95,144-191")  # the H100 capture's two NUMA nodes, GPUs 0-3 and 4-7
+LINK_RATE = "26.562 GB/s"  # inferred: H100 NVLink4 per-link rate; the line format is the real captures'
+ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive"
+
+
+def _nvlinks(g: dict[str, Any]) -> int:
+    from .state import NVLINKS
+    return NVLINKS - len(g.get("nvlink_down", ()))
+
+
+def render_topo(state: dict[str, Any]) -> str:
+    gpus = [g for g in state["gpus"] if g["present"]]
+    half = max(1, (len(gpus) + 1) // 2)
+    numa = [min(i // half, 1) for i in range(len(gpus))]
+    out = ["\t" + "".join(f"GPU{i}\t" for i in range(len(gpus))) + "CPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    for i, g in enumerate(gpus):
+        cells = []
+        for j, h in enumerate(gpus):
+            width = min(_nvlinks(g), _nvlinks(h))
+            cells.append(" X " if i == j else f"NV{width}" if width else ("NODE" if numa[i] == numa[j] else "SYS"))
+        out.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{AFFINITY[numa[i]]}\t{numa[i]}\t\tN/A")
+    return "\n".join(out) + "\n" + TOPO_LEGEND
+
+
+def render_nvlink(state: dict[str, Any]) -> str:
+    from .state import NVLINKS
+    out = []
+    for i, g in enumerate(x for x in state["gpus"] if x["present"]):
+        out.append(f"GPU {i}: {g['name']} (UUID: {g['uuid']})")
+        down = set(g.get("nvlink_down", ()))
+        if len(down) >= NVLINKS:
+            out.append(ALL_INACTIVE)
+            continue
+        out += [f"\t Link {k}: {'<inactive>' if k in down else LINK_RATE}" for k in range(NVLINKS)]
+    return "\n".join(out) + "\n"
 
 
 def render_dmesg(state: dict[str, Any]) -> str:

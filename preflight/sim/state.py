@@ -33,6 +33,7 @@ def device_ip_count(node: "NodeSpec") -> int:
     return 0 if node.backend == "nvidia" else device_count(node)
 
 
+NVLINKS = 18  # an H100 SXM's NVLink4 links, all to the NVSwitches (NV18 between every pair in `topo -m`)
 # 8x H100 80GB HBM3 from the real -q capture (bus ids, UUID prefix, 81559 MiB, 700 W cap)
 H100_BUSES = ("00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0", "00000000:86:00.0",
               "00000000:97:00.0", "00000000:A8:00.0", "00000000:B9:00.0", "00000000:CA:00.0")
@@ -49,7 +50,7 @@ def _gpus(node: "NodeSpec") -> list[dict[str, Any]]:
             "power_cap": 700, "mem_used": 0, "mem_total": 81559, "util": 0, "mig": "Disabled",
             "ecc_volatile": 0, "ecc_aggregate": 0, "remap_uncorrectable": 0, "remap_pending": False,
             "remap_failed": False, "reset_required": False, "hw_slowdown": False, "pcie_width": 16,
-            "processes": [],
+            "processes": [], "nvlink_down": [],   # inactive NVLink links (of NVLINKS, to the NVSwitches)
         })
     return out
 
@@ -57,6 +58,18 @@ def _gpus(node: "NodeSpec") -> list[dict[str, Any]]:
 def _ib_ports(node: "NodeSpec") -> list[dict[str, Any]]:
     return [{"ca": f"mlx5_{i}", "state": "Active", "phys_state": "LinkUp", "rate": 400, "lid": 70 + node.index * 8 + i,
              "guid": f"0x946dae0300{node.index:02x}{i:02x}e7"} for i in range(node.gpus)]
+
+
+# One RoCE port beside the IB HCAs (the in-band/storage ConnectX of an H100 node, as the real gpud
+# ibstat capture has): its netdev is a real veth inside the node's namespace (netns mode), so its
+# /sys/class/net/<if>/operstate, carrier and speed are the kernel's; a veth reports 10000 Mb/s, so
+# ibstat says Rate: 10 for it.
+ROCE_PORTS = ({"ca": "mlx5_8", "netdev": "enp27s0f0np0", "peer": "pfsroce0"},)
+
+
+def _roce_ports(node: "NodeSpec") -> list[dict[str, Any]]:
+    return [{**p, "state": "Active", "phys_state": "LinkUp", "rate": 10,
+             "guid": f"0x966daefffe{node.index:02x}{i:02x}48"} for i, p in enumerate(ROCE_PORTS)]
 
 
 def _chip(lay, node: "NodeSpec", npu: int, chip: int, logic: int) -> dict[str, Any]:
@@ -127,6 +140,7 @@ def build_state(node: "NodeSpec", host_ip: str, device_ips: list[str], device_ne
         "backend": node.backend,
         "gpus": _gpus(node) if nvidia else [],
         "ib_ports": _ib_ports(node) if nvidia else [],
+        "roce_ports": _roce_ports(node) if nvidia else [],
         "kernel_log": [],          # Xid events: {"gpu", "bus", "xid"}
         "nvidia_driver": "535.183.01",
         "cuda_version": "12.2",
@@ -154,7 +168,7 @@ def build_state(node: "NodeSpec", host_ip: str, device_ips: list[str], device_ne
         "npu_smi": "ok",          # ok | missing | hang | busy
         "set_env": True,
         "data_files": {name: {"size": size, "variant": 0} for name, size in node.data_files.items()},
-        "net": {"down_addrs": [], "drop": [], "iface_down": False},
+        "net": {"down_addrs": [], "drop": [], "iface_down": False, "roce_down": []},
         "listeners": [],           # ports a stray process holds (started in the node's netns)
         "sshd": "up",              # up | down | silent (accepts TCP, never sends a banner)
         "now": NOW_TIME,

@@ -116,7 +116,7 @@ def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
     _write_data(node_dir, state)
 
 
-NVIDIA_TOOLS = ("nvidia-smi", "ibstat", "ibstatus", "dmesg")
+NVIDIA_TOOLS = ("nvidia-smi", "ibstat", "ibstatus", "ibdev2netdev", "dmesg")
 
 
 def _write_nvidia(node_dir: Path, state: dict[str, Any]) -> None:
@@ -127,10 +127,13 @@ def _write_nvidia(node_dir: Path, state: dict[str, Any]) -> None:
     out = node_dir / "out" / "nv"
     put(out / "table", render_nvidia.render_table(state))
     put(out / "query", render_nvidia.render_query(state))
+    put(out / "topo", render_nvidia.render_topo(state))
+    put(out / "nvlink", render_nvidia.render_nvlink(state))
     for field, text in render_nvidia.render_csv(state).items():
         put(out / "csv" / field, text)
     put(out / "ibstat", render_nvidia.render_ibstat(state))
     put(out / "ibstatus", render_nvidia.render_ibstatus(state))
+    put(out / "roce_map", render_nvidia.render_roce_map(state))
     put(out / "dmesg", render_nvidia.render_dmesg(state))
     remove(node_dir / "bin" / "npu-smi")
     remove(node_dir / "etc" / "hccn.conf")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from preflight.checkapi import Status
 from preflight.checks import ib_link as check
-from preflight.nvidia import probes as nv
+from preflight.nvidia import probes as nv, roce
 from tests.checks.nvidia_helpers import node, out
 from tests.support import fixture_body
 
@@ -52,3 +52,75 @@ def test_no_hca_skips():
     facts = check.parse({nv.IB_PROBE: out("@@none\n")})
     [f] = check.evaluate(facts, check.DEFAULTS, node())
     assert f.status is Status.SKIP
+
+
+# ---- RoCE ports through their netdev -------------------------------------------------------------
+
+STEPMESH = fixture_body("ibdev2netdev__H20_RoCE_IB_bond__stepmesh-issue15.txt")
+SRIOV = fixture_body("ibdev2netdev__CX6_IB_VFs_eth_up__sriov-operator-issue635.txt")
+
+
+def _active_roce(text: str, ca: str) -> str:
+    """The real H100 ibstat with one of its Ethernet ports (Down/Disabled in the capture) Active/LinkUp:
+    the state the RDMA side reports while its netdev may be down."""
+    i = text.index(f"CA '{ca}'")
+    return text[:i] + text[i:].replace("State: Down", "State: Active", 1).replace("Physical state: Disabled", "Physical state: LinkUp", 1)
+
+
+def netdevs(**state) -> str:
+    """The ROCE_NETDEVS probe's `@@net` sections: name -> (operstate, carrier, speed) as the sysfs files read
+    ('' = unreadable, as carrier and speed are while the interface is administratively down)."""
+    out = ""
+    for name, (oper, carrier, speed) in state.items():
+        out += f"@@net {name}\noperstate: {oper}\ncarrier: {carrier}\nspeed: {speed}\n"
+    return out
+
+
+def run_roce(roce_out: str, ibstat_text=None, **params):
+    text = ibstat_text if ibstat_text is not None else _active_roce(IBSTAT, "mlx5_7")
+    facts = check.parse({nv.IB_PROBE: out(f"@@source ibstat\n{text}"), nv.ROCE_PROBE: out(roce_out)})
+    return check.evaluate(facts, {**check.DEFAULTS, **params}, node())
+
+
+def test_ibdev2netdev_real_samples_parse():
+    m = roce.parse_ibdev2netdev(STEPMESH)
+    assert m[("mlx5_1", 1)] == "ens12f0np0" and m[("mlx5_bond_0", 1)] == "bond0" and len(m) == 7
+    m = roce.parse_ibdev2netdev(SRIOV)
+    assert m[("mlx5_4", 1)] == "enp97s0f0" and m[("mlx5_19", 1)] == "ibp75s0v7" and len(m) == 16
+
+
+def test_probe_sections_sysfs_wins_over_ibdev2netdev_and_a_missing_netdev_is_said():
+    text = ("@@map sysfs\nmlx5_7 1 ens3f0\nmlx5_8 1 -\n@@map ibdev2netdev\nmlx5_7 port 1 ==> other0 (Up)\n"
+            "mlx5_8 port 1 ==> ens3f1 (Down)\n" + netdevs(ens3f0=("up", "1", "100000")) + "@@net ens3f1 missing\n")
+    m = roce.read_probe(text)
+    nd, source = m.netdev_of("mlx5_7", 1)
+    assert (nd.name, nd.up, nd.speed_gbps, source) == ("ens3f0", True, 100.0, "sysfs")
+    nd, source = m.netdev_of("mlx5_8", 1)
+    assert (nd.name, nd.present, nd.up, source) == ("ens3f1", False, False, "ibdev2netdev")
+    assert m.netdev_of("mlx5_0", 1) == (None, None)
+
+
+def test_a_roce_port_whose_netdev_is_down_fails_while_ibstat_says_active():
+    rmap = "@@map ibdev2netdev\nmlx5_7 port 1 ==> ens3f0 (Down)\n" + netdevs(ens3f0=("down", "", ""))
+    [f] = run_roce(rmap, ports=["mlx5_7"])
+    assert f.status is Status.FAIL and f.details["failed_ports"] == ["mlx5_7:1"]
+    assert "mlx5_7 port 1 (RoCE, netdev ens3f0): netdev down (ibstat State Active" in f.summary
+    assert f.details["ports"][0]["netdev"] == "ens3f0"
+    # no carrier (cable pulled, switch port down): operstate lowerlayerdown / carrier 0
+    [f] = run_roce("@@map sysfs\nmlx5_7 1 ens3f0\n" + netdevs(ens3f0=("lowerlayerdown", "0", "-1")), ports=["mlx5_7"])
+    assert f.status is Status.FAIL and "netdev lowerlayerdown (no carrier)" in f.summary
+
+
+def test_a_roce_port_with_its_netdev_up_passes_naming_it_and_is_judged_at_the_netdev_speed():
+    [f] = run_roce("@@map sysfs\nmlx5_7 1 ens3f0\n" + netdevs(ens3f0=("up", "1", "100000")), ports=["mlx5_7"])
+    assert f.status is Status.PASS and "1 RoCE port(s) up at 100 Gb/s (mlx5_7:1 ens3f0)" in f.summary
+    [f] = run_roce("@@map sysfs\nmlx5_7 1 ens3f0\n" + netdevs(ens3f0=("up", "1", "25000")), ports=["mlx5_7"], roce_rate=100)
+    assert f.status is Status.FAIL and "mlx5_7 port 1 (RoCE, netdev ens3f0) rate 25 Gb/s, expected 100" in f.summary
+
+
+def test_unnamed_roce_ports_stay_unjudged_and_without_a_netdev_fall_back_to_ibstat():
+    rmap = "@@map ibdev2netdev\nmlx5_7 port 1 ==> ens3f0 (Down)\n" + netdevs(ens3f0=("down", "", ""))
+    [f] = run_roce(rmap)
+    assert f.status is Status.PASS
+    [f] = run_roce("", ibstat_text=IBSTAT, ports=["mlx5_8"])
+    assert f.status is Status.FAIL and "mlx5_8:1 State Down, Physical state Disabled, expected Active/LinkUp (RoCE: no netdev found)" in f.summary

@@ -1,9 +1,10 @@
 """Issue 14 end to end: NVIDIA nodes beside Ascend ones, over real SSH, one report.
 
 One simulated cluster (module-scoped): four healthy 910B Ascend nodes and three H100 nodes: gpu01
-healthy, gpu02 with a different fault on six of its GPUs, gpu03 with a GPU gone and an IB port
-Polling (faults are state edits; the simulated nvidia-smi, ibstat and dmesg print the real formats
-from that state). Each fault must be flagged on its node and GPU and
+healthy, gpu02 with a different fault on seven of its GPUs (GPU 4: its NVLinks down) and its RoCE port's netdev down (ibstat
+still Active), gpu03 with a GPU gone and an IB port Polling (faults are state edits; the simulated
+nvidia-smi, ibstat, ibdev2netdev and dmesg print the real formats from that state, and the RoCE
+netdev is a real veth in the node's namespace). Both runs name the RoCE port in ib.link's `ports`. Each fault must be flagged on its node and GPU and
 nowhere else; Ascend checks skip on GPU nodes with the reason and the reverse; sw.consistency and
 env.consistency compare like with like. A second run with `backend: auto` must decide each node's
 backend from what it has. cuda.env is left out of the device run: the sim nodes share the host's
@@ -16,12 +17,13 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from preflight.sim.fixtures import requires_netns
 
 pytestmark = requires_netns
 
-GPU_CHECKS = "gpu.health,gpu.idle,ib.link"
+GPU_CHECKS = "gpu.health,gpu.idle,ib.link,gpu.topology"
 # gpu02 carries one fault per GPU (so each must land on its own GPU), gpu03 the node-level ones.
 FAULTS = [
     {"node": "gpu02", "fault": "gpu_hw_slowdown", "device": 0},
@@ -30,12 +32,15 @@ FAULTS = [
     {"node": "gpu02", "fault": "gpu_ecc", "device": 3, "count": 2},
     {"node": "gpu02", "fault": "gpu_xid", "device": 5, "xid": 79},
     {"node": "gpu02", "fault": "gpu_pcie_degraded", "device": 6, "width": 8},
+    {"node": "gpu02", "fault": "roce_netdev_down", "ca": "mlx5_8"},
+    {"node": "gpu02", "fault": "gpu_nvlink_down", "device": 4},
     {"node": "gpu03", "fault": "gpu_missing", "device": 7},
     {"node": "gpu03", "fault": "ib_port_down", "ca": "mlx5_4", "state": "Polling"},
 ]
 # (check, node) -> failed GPUs in details (ib.link: failed_ports)
 EXPECTED = {("gpu.health", "gpu02"): [0, 1, 3, 5, 6], ("gpu.idle", "gpu02"): [2],
-            ("gpu.health", "gpu03"): [], ("ib.link", "gpu03"): ["mlx5_4:1"]}
+            ("gpu.health", "gpu03"): [], ("ib.link", "gpu03"): ["mlx5_4:1"], ("ib.link", "gpu02"): ["mlx5_8:1"],
+            ("gpu.topology", "gpu02"): [4]}
 GPU_PROBLEMS = {0: "HW Slowdown Active", 1: "row remap pending", 3: "2 uncorrectable ECC",
                 5: "Xid 79 GPU has fallen off the bus", 6: "PCIe link x8, expected x16"}
 GPU_NODES = ["gpu01", "gpu02", "gpu03"]
@@ -58,9 +63,24 @@ def cluster(sim_cluster_factory):
         c.down(purge=True)
 
 
+def _inventory(cluster, folder, auto=False):
+    """The sim's inventory with the RoCE port named in ib.link's `ports` (RoCE ports are judged only
+    when named); `auto`: every node `backend: auto`."""
+    doc = yaml.safe_load(cluster.inventory_path.read_text())
+    doc.setdefault("checks", {})["ib.link"] = {"ports": ["mlx5_8"]}
+    for n in [doc["defaults"], *doc["nodes"]]:
+        if auto and "backend" in n:
+            n["backend"] = "auto"
+    inv = folder / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(doc, sort_keys=False))
+    inv.chmod(0o600)
+    return inv
+
+
 @pytest.fixture(scope="module")
-def device_report(cluster):
-    rc, report = _run(cluster.inventory_path, "--checks", GPU_CHECKS + ",npu.health,npu.idle,hccn.link")
+def device_report(cluster, tmp_path_factory):
+    inv = _inventory(cluster, tmp_path_factory.mktemp("device"))
+    rc, report = _run(inv, "--checks", GPU_CHECKS + ",npu.health,npu.idle,hccn.link")
     assert rc == 1
     return report
 
@@ -68,11 +88,7 @@ def device_report(cluster):
 @pytest.fixture(scope="module")
 def auto_report(cluster, tmp_path_factory):
     """The same cluster, every node `backend: auto`, the whole default check set."""
-    text = cluster.inventory_path.read_text().replace("backend: ascend", "backend: auto").replace(
-        "  backend: nvidia\n", "")
-    inv = tmp_path_factory.mktemp("auto") / "inventory.yaml"
-    inv.write_text(text)
-    inv.chmod(0o600)
+    inv = _inventory(cluster, tmp_path_factory.mktemp("auto"), auto=True)
     rc, report = _run(inv, "--skip", "smoke,storage")
     return rc, report
 
@@ -101,12 +117,21 @@ def test_messages_name_what_was_found_on_each_gpu(device_report):
     assert "GPU 2: pid 424242 python3" in fails[("gpu.idle", "gpu02")]["summary"]
     assert "7 GPUs listed by nvidia-smi, expected 8" in fails[("gpu.health", "gpu03")]["summary"]
     assert "mlx5_4:1 State Down, Physical state Polling" in fails[("ib.link", "gpu03")]["summary"]
+    topo = fails[("gpu.topology", "gpu02")]["summary"]
+    assert topo.startswith("GPU 4: GPU 0 SYS, GPU 1 SYS, GPU 2 SYS, GPU 3 SYS, GPU 5 NODE") and \
+        "GPU 4: all NVLink links inactive, the node's other GPUs have 18 active (NVSwitch system)" in topo
+    roce = fails[("ib.link", "gpu02")]
+    assert "mlx5_8 port 1 (RoCE, netdev enp27s0f0np0): netdev down (ibstat State Active; netdev from ibdev2netdev)" \
+        in roce["summary"] and "mlx5_4" not in roce["summary"]
 
 
 def test_healthy_h100_node_passes_and_nothing_warns_or_errors(device_report):
     assert by(device_report, "warn") == {} and by(device_report, "error") == {}
     mine = [r for r in device_report["results"] if r["node"] == "gpu01" and r["check"] in GPU_CHECKS.split(",")]
-    assert [r["status"] for r in mine] == ["pass"] * 3, mine
+    assert [r["status"] for r in mine] == ["pass"] * 4, mine
+    [ib] = [r for r in mine if r["check"] == "ib.link"]
+    assert "8 IB ports Active/LinkUp at 400 Gb/s (ibstat); 1 RoCE port(s) up at 10 Gb/s (mlx5_8:1 enp27s0f0np0)" \
+        in ib["summary"]
 
 
 def test_checks_of_the_other_backend_skip_with_the_reason(device_report):

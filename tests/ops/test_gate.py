@@ -63,7 +63,7 @@ def test_gate_default_subset_and_deadline():
     # the fast set is what the checks declare (GATE = True), never a list in the core
     assert sorted(gate.gate_checks(None, local=False)) == sorted(
         ["ssh.connect", "npu.health", "npu.idle", "cann.env", "hccn.link", "hccn.ip", "env.comm", "net.ports",
-         "gpu.health", "gpu.idle", "cuda.env", "ib.link"])
+         "gpu.health", "gpu.idle", "gpu.topology", "cuda.env", "ib.link"])
     assert gate.DEFAULT_DEADLINE == 30.0
     params = {p.name: p.default for p in main.get_command(None, "gate").params}
     assert params["deadline"] == 30.0

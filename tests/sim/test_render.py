@@ -179,10 +179,11 @@ def test_every_fault_applies_and_renders() -> None:
     from preflight.sim import render_nvidia
 
     for name, (_, allowed, required, _) in faults.FAULTS.items():
-        if name.startswith(("gpu_", "ib_")):  # NVIDIA node faults: tests/sim/test_render_nvidia.py
+        if name.startswith(("gpu_", "ib_", "roce_")):  # NVIDIA node faults: tests/sim/test_render_nvidia.py
             st = build_state(NodeSpec(name="g", index=1, backend="nvidia"), "198.18.0.2", [], "255.255.0.0", "eth0", "h")
             faults.apply_fault(st, name, {"device": 1} if "device" in allowed else {})
             render_nvidia.render_query(st), render_nvidia.render_table(st), render_nvidia.render_ibstat(st)
+            render_nvidia.render_topo(st), render_nvidia.render_nvlink(st), render_nvidia.render_roce_map(st)
             continue
         st = _dev_state()
         params = {"device": 1} if "device" in allowed else {}

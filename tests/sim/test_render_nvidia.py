@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.nvidia import ibstat, nvidia_smi, xid
+from preflight.nvidia import ibstat, nvidia_smi, topology, xid
 from preflight.sim import faults, render_nvidia
 from preflight.sim.spec import NodeSpec, SimSpecError, parse_spec
 from preflight.sim.state import build_state
@@ -39,8 +39,14 @@ def test_healthy_node_reads_back_healthy():
     t = nvidia_smi.parse_table(render_nvidia.render_table(st))
     assert len(t.gpus) == 8 and t.processes == () and t.driver_version == "535.183.01"
     ports = ibstat.parse_ibstat(render_nvidia.render_ibstat(st))
-    assert len(ports) == 8 and all(p.up and p.rate == 400 for p in ports)
-    assert ibstat.parse_ibstatus(render_nvidia.render_ibstatus(st)) == ports
+    ib = [p for p in ports if p.link_layer == "InfiniBand"]
+    assert len(ib) == 8 and all(p.up and p.rate == 400 for p in ib)
+    assert [(p.name, p.up, p.rate, p.link_layer) for p in ports if p not in ib] == [("mlx5_8:1", True, 10, "Ethernet")]
+    assert ibstat.parse_ibstatus(render_nvidia.render_ibstatus(st)) == ib  # no ibstatus sample of a RoCE port
+    topo = topology.parse_topo(render_nvidia.render_topo(st))
+    assert topo.gpus == 8 and set(topo.cells.values()) == {"NV18"}
+    links = topology.parse_nvlink(render_nvidia.render_nvlink(st))
+    assert sorted(links) == list(range(8)) and all(g.active_count == 18 and not g.inactive for g in links.values())
     assert render_nvidia.render_dmesg(st) == ""
 
 
@@ -91,3 +97,35 @@ def test_csv_values_are_one_line_per_gpu():
     text = "".join(", ".join(csv[f].splitlines()[i] for f in fields) + "\n" for i in range(2))
     rows = nvidia_smi.parse_csv(text, fields)
     assert rows[1] == {"index": "1", "name": "NVIDIA H100 80GB HBM3", "pci.bus_id": "00000000:64:00.0"}
+
+
+def test_topo_and_nvlink_have_the_real_tabbed_layout_and_follow_the_nvlink_fault():
+    st = gpu_state()
+    text = render_nvidia.render_topo(st)
+    real = fixture_body("nvidia-smi_topo_-m__RTX4090_8gpu_PCIe_only__go-gpuallocator-issue17.txt").split("\n")
+    assert text.split("\n")[0] == real[0].replace("NIC0\tNIC1\t", "")  # the header, without the NIC columns
+    assert text.split("\n")[1] == "GPU0\t X \t" + "\t".join(["NV18"] * 7) + "\t0-47,96-143\t0\t\tN/A"
+    legend = fixture_body("nvidia-smi_topo_-m__RTXA6000_3gpu_NV4_pair__siboehm-bench.txt").partition("\nLegend:")[2]
+    assert text.endswith("\nLegend:" + legend)
+    faults.apply_fault(st, "gpu_nvlink_down", {"device": 4})
+    t = topology.parse_topo(render_nvidia.render_topo(st))
+    assert {t.cells[(4, j)] for j in range(8) if j != 4} == {"SYS", "NODE"} and t.nvlinks(0, 1) == 18
+    links = topology.parse_nvlink(render_nvidia.render_nvlink(st))
+    assert links[4].all_inactive and links[3].active_count == 18
+    faults.apply_fault(st, "gpu_nvlink_down", {"device": 2, "links": [3, 5]})
+    t = topology.parse_topo(render_nvidia.render_topo(st))
+    assert t.nvlinks(2, 0) == 16
+    assert topology.parse_nvlink(render_nvidia.render_nvlink(st))[2].inactive == (3, 5)
+
+
+def test_roce_port_block_is_the_real_ethernet_block_and_its_fault_keeps_ibstat_active():
+    st = gpu_state()
+    real = fixture_body("ibstat__H100_CX7_some_down__gpud-fixture.txt")
+    block = real[real.index("CA 'mlx5_7'"):real.index("CA 'mlx5_8'")].splitlines()
+    mine = render_nvidia.render_ibstat(st)
+    mine = mine[mine.index("CA 'mlx5_8'"):].splitlines()
+    keys = [ln.split(":")[0] for ln in block]
+    assert [ln.split(":")[0] for ln in mine] == [k.replace("mlx5_7", "mlx5_8") for k in keys]
+    assert render_nvidia.render_roce_map(st) == "mlx5_8 1 enp27s0f0np0\n"
+    faults.apply_fault(st, "roce_netdev_down", {"ca": "mlx5_8"})
+    assert st["net"]["roce_down"] == ["enp27s0f0np0"] and "State: Active" in render_nvidia.render_ibstat(st).split("CA 'mlx5_8'")[1]
