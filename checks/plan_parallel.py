@@ -30,6 +30,9 @@ from preflight.plan.layout import Layout, Model, RuleResult, check_layout, visib
 
 ID = "plan.parallel"
 SCOPE = "cluster"
+# On a node with a container: inside it. ASCEND_RT_VISIBLE_DEVICES is read from the launch
+# environment as the container sees it (the image's ENV and the job's -e settings count there).
+WHERE = "job"
 # What to do with a fail/warn (preflight/actions.py): the layout is the job's configuration.
 ACTIONS = (("", "fix_config", "ranks per node against visible devices (docs/FAILURES.md row 26)"),)
 DEFAULTS: dict[str, Any] = {}

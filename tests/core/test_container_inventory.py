@@ -45,7 +45,10 @@ def test_job_probe_becomes_one_quoted_runtime_call_that_needs_root():
     spec = _spec(Probe("echo \"it's $HOME\""), node, job)
     assert spec.job and spec.root and spec.timeout == node.probe_timeout + 15
     argv = shlex.split(spec.cmd)
-    assert argv[:3] == ["podman", "exec", "my job"] and argv[-1] == "echo \"it's $HOME\""
+    assert argv[:4] == ["podman", "exec", "-i", "my job"] and argv[-1] == "echo \"it's $HOME\""
+    # what a batch runs inside: the probe itself, its own timeout, through that runtime prefix
+    assert spec.inner == "echo \"it's $HOME\"" and spec.inner_timeout == node.probe_timeout
+    assert shlex.split(spec.runtime) == ["podman", "exec", "-i", "my job"]
     host = info()
     host.where = "host"
     assert _spec(Probe("echo hi"), node, host).cmd == "echo hi"  # host checks stay on the host
@@ -55,5 +58,5 @@ def test_job_probe_becomes_one_quoted_runtime_call_that_needs_root():
 def test_image_run_is_removed_and_never_pulls():
     cmd = job_command(Container("docker", image="img:1", run_args=("-v", "/a b:/c")), "true", 30)
     argv = shlex.split(cmd)
-    assert argv[:4] == ["docker", "run", "--rm", "--pull=never"] and "/a b:/c" in argv
+    assert argv[:5] == ["docker", "run", "--rm", "-i", "--pull=never"] and "/a b:/c" in argv
     assert argv[argv.index("img:1") + 1:] == ["timeout", "-k", "2", "30", "/bin/sh", "-c", "true"]
