@@ -69,7 +69,8 @@ _DRIVER = r"""
 exec 3<&0 </dev/null
 d=$(mktemp -d "${TMPDIR:-/tmp}/.preflight.XXXXXX") || { echo "preflight: mktemp failed" >&2; exit 97; }
 trap 'rm -rf "$d"' EXIT
-trap 'p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; rm -rf "$d"; exit 143' TERM HUP INT
+w=
+trap 'p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; wait "$p"; }; [ -n "$w" ] && { kill "$w" 2>/dev/null; wait "$w"; }; rm -rf "$d"; exit 143' TERM HUP INT
 mkfifo "$d/q" || { echo "preflight: mkfifo failed" >&2; exit 97; }
 ( while IFS= read -r l; do printf '%s\n' "$l"; done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) <&3 >"$d/q" &
 w=$!
@@ -127,7 +128,9 @@ pf() {
 }
 """
 # A driver for one round only (inside the job's container): end the watcher, then the driver.
-_ONCE = 'kill "$w" 2>/dev/null\nexit 0\n'
+# Every child is waited for (the trap above too): in a container whose PID 1 is `sleep infinity`
+# (a common way to keep a job's container up) an orphan is never reaped and stays a zombie.
+_ONCE = 'kill "$w" 2>/dev/null; wait "$w"\nexit 0\n'
 # After the first round: wait for the next one on the FIFO; EOF (client gone) ends the driver.
 _LOOP = r"""
 while :; do
