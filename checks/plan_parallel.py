@@ -94,11 +94,15 @@ def _job(job: Mapping[str, Any]) -> tuple[int, int, Layout, Model]:
 
 
 def _node_findings(ctx: ClusterContext, per_node: int) -> tuple[list[Finding], dict[str, int]]:
-    """Blame each node whose visible device count differs from nproc_per_node."""
+    """Blame each node whose visible device count differs from nproc_per_node. A node whose launch
+    environment was not read (its job's container could not run the probe, no root) is not judged
+    here: the runner gives it its own error, and guessing from `devices:` would blame it falsely."""
     findings, counts = [], {}
     for name, node in sorted(ctx.nodes.items()):
         facts = ctx.facts.get(name, {}).get(ID)
-        raw = facts.visible_env if facts else None
+        if facts is None:
+            continue
+        raw = facts.visible_env
         vis = visible_devices(raw, node.devices)
         counts[name] = len(vis.ids)
         where = f"{VISIBLE_VAR}={raw!r}" if raw is not None else f"devices: {node.devices} (no {VISIBLE_VAR})"

@@ -59,10 +59,11 @@ def unwrap(batch: JobBatch, out: CommandOutput | None, cap: int = DEFAULT_CAP) -
         got = {batch.keys[i]: o for i, o in parser.feed(out.stdout.encode("utf-8", "surrogateescape"))}
     if out is None:
         out = CommandOutput(rc=None, error="the job's container batch did not run")
+    started = bool(got)
     for key in batch.keys:
         if key in got:
             continue
-        if not got:  # the runtime never started the driver: its own answer, for each probe
+        if not started:  # the runtime never started the driver: its own answer, for each probe
             got[key] = replace(out, stdout="")
         else:  # the driver started, then the call ended (its timeout, the client gone) before this probe
             got[key] = CommandOutput(rc=None, stderr=out.stderr, error=out.error or f"the job's container batch "
