@@ -25,6 +25,11 @@ How to fix: set HCCL_IF_IP to this node's address on the training network (`ip -
 HCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to that interface's name (`export GLOO_SOCKET_IFNAME=eth0`),
 bring the interface up (`ip link set eth0 up`), spell the variables as documented.
 
+Where the job runs in a container (`container:`), the launch environment is read inside it (the
+image's ENV and the job's `-e` count); the interfaces, addresses and routes it is judged against
+are the host's in host network mode, the container's own only when its `run_args` give another
+network (docs/SPEC.md §2.10).
+
 Other checks read `Facts`: `.env` (launch environment), `.interfaces`, `.comm(backend)` (the address
 HCCL/NCCL will use), `.gloo_iface`, `.master_ips`, `.is_master`.
 """
