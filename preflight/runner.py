@@ -87,8 +87,11 @@ def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> Pr
 
 RUNTIME_ERROR_RC = 125  # docker and podman: the runtime itself failed (no such container, image absent)
 # ...and what else the runtime (not the probe) says: podman exec into a stopped container exits 255
-# ("Error: can only create exec sessions on running containers"); docker's daemon errors begin so
-RUNTIME_ERROR_WORDS = ("Error: can only create exec sessions", "Error response from daemon:")
+# ("Error: can only create exec sessions on running containers"); docker's daemon errors begin so,
+# and its client without a daemon exits 1 with "Cannot connect to the Docker daemon at unix://...".
+RUNTIME_ERROR_WORDS = ("Error: can only create exec sessions", "Error response from daemon:",
+                       "Cannot connect to the Docker daemon")
+RUNTIME_MISSING_RC = 127  # the node's shell: no such command (`sh: 1: docker: not found`)
 
 
 def _runtime_refused(out: CommandOutput, node: Node) -> CommandOutput:
@@ -97,7 +100,8 @@ def _runtime_refused(out: CommandOutput, node: Node) -> CommandOutput:
     c = node.container
     if c is None or out.denied or out.rc is None or out.rc == 0:
         return out
-    if out.rc != RUNTIME_ERROR_RC and not out.stderr.startswith(RUNTIME_ERROR_WORDS):
+    missing = out.rc == RUNTIME_MISSING_RC and f"{c.runtime}: " in out.stderr and "not found" in out.stderr
+    if out.rc != RUNTIME_ERROR_RC and not out.stderr.startswith(RUNTIME_ERROR_WORDS) and not missing:
         return out
     why = f"{c.runtime} could not run the probe in {c.label} on {node.name}: {first_line(out.stderr, 240)}"
     return replace(out, error=why, denied=why)

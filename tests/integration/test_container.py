@@ -235,6 +235,17 @@ def test_stopped_container_and_absent_image_are_errors_naming_them(sim_cluster, 
         jobs.exec("n1", "podman start pfjob-n1")
 
 
+def test_a_runtime_that_cannot_answer_is_an_error_naming_node_and_container(sim_cluster, jobs, tmp_path):
+    # docker on a node without its daemon (or without docker at all): the client's own words
+    inv = inventory(sim_cluster, jobs, tmp_path, n2={"runtime": "docker", "name": "train"})
+    rep = run(inv, ["container.runtime", "cann.env", "plan.parallel"])
+    assert one(rep, "n2", "container.runtime").status is Status.FAIL
+    for check in ("cann.env", "plan.parallel"):
+        r = one(rep, "n2", check)
+        assert r.status is Status.ERROR and "docker could not run the probe in container train on n2" in r.summary, r
+    assert one(rep, "n1", "cann.env").status is Status.PASS
+
+
 def test_non_host_network_warns(sim_cluster, jobs, tmp_path):
     inv = inventory(sim_cluster, jobs, tmp_path,
                     n2={"runtime": "podman", "image": "pfsim-job:b", "run_args": jobs.run_args("n2", network="none")})
