@@ -14,6 +14,7 @@ from pathlib import Path
 from preflight.node import Node
 from preflight.transport.batch import ProbeSpec
 from preflight.transport.local import LocalTransport
+from tests.core.test_batch import local_run as run
 
 
 def runtime(log: Path, refuse: bool = False) -> str:
@@ -26,15 +27,6 @@ def runtime(log: Path, refuse: bool = False) -> str:
 def job(key: str, inner: str, rt: str, timeout: float = 5) -> ProbeSpec:
     return ProbeSpec(key, f"one-probe form of {key}", timeout + 15, job=True, inner=inner, inner_timeout=timeout,
                      runtime=rt)
-
-
-def run(specs, cancel=None):
-    cancel = cancel or threading.Event()
-    s = LocalTransport().connect(Node("n1", "localhost"), cancel)
-    try:
-        return s.run(specs, cancel)
-    finally:
-        s.close()
 
 
 def calls(log: Path) -> int:
