@@ -39,6 +39,10 @@ from preflight.net.blame import consensus
 
 ID = "ckpt.resume"
 SCOPE = "cluster"
+# On a node with a container: inside it. `job.load` / `job.save` are paths as the job sees them (the
+# container's mounts); a bind mount keeps the host filesystem's ids, so storage groups still
+# join nodes that share the storage.
+WHERE = "job"
 COST = "light"
 PLAN_ROUNDS = 2
 # What to do with a fail/warn (preflight/actions.py).

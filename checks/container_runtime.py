@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from preflight.container import HOST_NETWORK
 from preflight.checkapi import (CommandOutput, Finding, Probe, cmd, sh, Status, first_line, passed, require_ok, skipped,
                                 tool_failure)
 
@@ -35,7 +36,6 @@ DEFAULTS: dict = {}
 
 VERSION, INSPECT, INSIDE = "runtime_version", "inspect", "inside"
 CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-HOST_NETWORK = ("host",)
 
 
 @dataclass(frozen=True)
@@ -129,20 +129,11 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         drv = f"{node.ascend_home.rstrip('/')}/driver"
         out.append(Finding(Status.FAIL, f"the host's driver ({drv}) is not mounted in {c.label}",
                            details, remediation=f"mount it read-only: -v {drv}:{drv}:ro"))
-    network = facts.network or _network_from_args(c.run_args)
-    if network not in HOST_NETWORK:
+    network = facts.network or c.network
+    if network != HOST_NETWORK:
         out.append(Finding(Status.WARN, f"{c.label} uses network mode {network or 'default (bridge)'}, not host",
                            details, remediation="HCCL_IF_IP (and MASTER_ADDR, if this is the master) must then be "
                                                 "the container's address; or run it with --network host"))
     return out or [passed(f"{rt}: {c.label} {'running' if c.name else 'present'}, {node.devices} NPUs and the driver "
                           f"visible inside, host network", **details)]
 
-
-def _network_from_args(args: tuple[str, ...]) -> str | None:
-    for i, a in enumerate(args):
-        for flag in ("--network", "--net"):
-            if a == flag and i + 1 < len(args):
-                return args[i + 1]
-            if a.startswith(flag + "="):
-                return a.split("=", 1)[1]
-    return None

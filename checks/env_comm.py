@@ -25,6 +25,11 @@ How to fix: set HCCL_IF_IP to this node's address on the training network (`ip -
 HCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to that interface's name (`export GLOO_SOCKET_IFNAME=eth0`),
 bring the interface up (`ip link set eth0 up`), spell the variables as documented.
 
+Where the job runs in a container (`container:`), the launch environment is read inside it (the
+image's ENV and the job's `-e` count); the interfaces, addresses and routes it is judged against
+are the host's in host network mode, the container's own only when its `run_args` give another
+network (docs/SPEC.md §2.10).
+
 Other checks read `Facts`: `.env` (launch environment), `.interfaces`, `.comm(backend)` (the address
 HCCL/NCCL will use), `.gloo_iface`, `.master_ips`, `.is_master`.
 """
@@ -33,7 +38,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from preflight import launchenv, redact
@@ -122,9 +127,22 @@ def _comm_of(picked: list[Interface], family: str, source: str) -> Comm:
 
 # ---- probes and parse -------------------------------------------------------------------------
 
+def _own_network(node) -> bool:
+    """The job has interfaces and routes of its own (a fresh run with a non-host network mode)."""
+    c = getattr(node, "container", None)
+    return c is not None and c.own_network
+
+
 def probes(node, params) -> dict[str, Probe]:
-    extra = {nv.IB_PROBE: cmd(nv.IB_PORTS)} if getattr(node, "backend", "auto") == "nvidia" else {}
-    return {**launchenv.probe(node), IP_PROBE: cmd(iproute.ADDR_CMD), **extra}
+    """Where each probe looks on a node with `container:` (SPEC §2.10): the launch environment is
+    the job's (inside the container: its image's ENV, its env_files); interfaces, addresses and the
+    RDMA ports are the network namespace's, so the host's in host network mode (the job's mode for
+    HCCL; container.runtime warns about any other), and the container's own only where the job's
+    `run_args` give it another network."""
+    net = _own_network(node)
+    extra = {nv.IB_PROBE: replace(cmd(nv.IB_PORTS), job=net)} if getattr(node, "backend", "auto") == "nvidia" else {}
+    env = {k: replace(p, job=True) for k, p in launchenv.probe(node).items()}
+    return {**env, IP_PROBE: replace(cmd(iproute.ADDR_CMD), job=net), **extra}
 
 
 def followup(outputs, node, params) -> dict[str, Probe]:
@@ -133,8 +151,8 @@ def followup(outputs, node, params) -> dict[str, Probe]:
         env = launchenv.parse(outputs.get(launchenv.PROBE_NAME))
     except ParseError:
         return {}
-    addr = env.get("MASTER_ADDR", "").strip()
-    return {MASTER_PROBE: master_probe(addr, _family(env))} if addr else {}
+    addr = env.get("MASTER_ADDR", "").strip()  # resolved and routed where the interfaces are read
+    return {MASTER_PROBE: replace(master_probe(addr, _family(env)), job=_own_network(node))} if addr else {}
 
 
 def master_probe(addr: str, family: str = "inet") -> Probe:

@@ -30,6 +30,9 @@ from preflight.plan.layout import Layout, Model, RuleResult, check_layout, visib
 
 ID = "plan.parallel"
 SCOPE = "cluster"
+# On a node with a container: inside it. ASCEND_RT_VISIBLE_DEVICES is read from the launch
+# environment as the container sees it (the image's ENV and the job's -e settings count there).
+WHERE = "job"
 # What to do with a fail/warn (preflight/actions.py): the layout is the job's configuration.
 ACTIONS = (("", "fix_config", "ranks per node against visible devices (docs/FAILURES.md row 26)"),)
 DEFAULTS: dict[str, Any] = {}
@@ -91,11 +94,15 @@ def _job(job: Mapping[str, Any]) -> tuple[int, int, Layout, Model]:
 
 
 def _node_findings(ctx: ClusterContext, per_node: int) -> tuple[list[Finding], dict[str, int]]:
-    """Blame each node whose visible device count differs from nproc_per_node."""
+    """Blame each node whose visible device count differs from nproc_per_node. A node whose launch
+    environment was not read (its job's container could not run the probe, no root) is not judged
+    here: the runner gives it its own error, and guessing from `devices:` would blame it falsely."""
     findings, counts = [], {}
     for name, node in sorted(ctx.nodes.items()):
         facts = ctx.facts.get(name, {}).get(ID)
-        raw = facts.visible_env if facts else None
+        if facts is None:
+            continue
+        raw = facts.visible_env
         vis = visible_devices(raw, node.devices)
         counts[name] = len(vis.ids)
         where = f"{VISIBLE_VAR}={raw!r}" if raw is not None else f"devices: {node.devices} (no {VISIBLE_VAR})"

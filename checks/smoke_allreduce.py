@@ -65,6 +65,9 @@ from preflight.smoke import worker_source
 
 ID = "smoke.allreduce"
 SCOPE = "cluster"
+# On a node with a container: inside it. The ranks run with the container's python, torch and
+# torch_npu (the host may have none) in its launch environment, and die with the run (container.py).
+WHERE = "job"
 DISRUPTIVE = True
 TREND_METRIC = ("busbw", False)
 COST = "heavy"

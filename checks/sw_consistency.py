@@ -3,7 +3,10 @@
 What it checks: on every node, the versions of python, torch, torch_npu, mindspeed and
 megatron-core (package metadata read with the inventory's `python` inside the launch environment;
 torch itself is not imported, which takes seconds), the kernel (`uname -r`), and the CANN toolkit,
-driver and firmware versions that cann.env reads. Each version must be the same on every node:
+driver and firmware versions that cann.env reads. Where the job runs in a container (`container:`)
+these are read inside it, and the job's image itself is compared by digest (the image id
+container.runtime reads: the same tag can name other contents on two nodes), among the nodes that
+have a container. Each version must be the same on every node:
 the nodes that differ from the majority are named; with no majority (two nodes, two values) no node
 is blamed and the values are listed. Then each node's combination is looked up in the compatibility
 table shipped with preflight (`preflight/data/compat.yaml`, from the Ascend Extension for PyTorch
@@ -39,7 +42,7 @@ from preflight.net.blame import consensus
 ID = "sw.consistency"
 SCOPE = "cluster"
 WHERE = "job"  # on a node with a container: inside the job's container
-USES = ("cann.env", "cuda.env")
+USES = ("cann.env", "cuda.env", "container.runtime")
 # What to do with a fail/warn (preflight/actions.py): versions are installed configuration.
 ACTIONS = (
     (r"not in the compatibility table|outside the versions", "monitor", "an unknown combination: not known bad (preflight/data/compat.yaml)"),
@@ -78,6 +81,7 @@ FIELDS = {
     "python": ("python", Status.FAIL), "torch": ("torch", Status.FAIL), "torch_npu": ("torch_npu", Status.FAIL),
     "mindspeed": ("mindspeed", Status.FAIL), "megatron_core": ("megatron-core", Status.FAIL),
     "kernel": ("kernel", Status.WARN),
+    "image": ("job image (by digest)", Status.FAIL),
     "cuda": ("CUDA", Status.FAIL), "nccl": ("NCCL", Status.FAIL),
 }
 CANN_FIELDS = {"toolkit": "toolkit_version", "driver": "driver_version", "firmware": "firmware_version"}
@@ -184,6 +188,7 @@ def _versions(ctx: ClusterContext) -> tuple[dict[str, dict[str, str | None]], di
         row: dict[str, str | None] = {k: ((getattr(own, k) or ABSENT) if ok else None)
                                       for k in ("python", *PACKAGES)}
         row["kernel"] = own.kernel or ABSENT
+        row["image"] = _image(ctx.nodes[name], facts.get("container.runtime"))
         if getattr(ctx.nodes[name], "backend", "ascend") == "nvidia":
             versions[name] = row | _cuda_fields(facts.get("cuda.env"))
             continue
@@ -192,6 +197,14 @@ def _versions(ctx: ClusterContext) -> tuple[dict[str, dict[str, str | None]], di
             row[field] = str(getattr(cann, attr, None) or ABSENT) if cann is not None else ABSENT
         versions[name] = row
     return versions, broken
+
+
+def _image(node, runtime) -> str | None:
+    """The job image's id (its content digest, container.runtime's `details.image_id`) on a node with
+    `container:`; None elsewhere (a node whose job runs on the host takes no part in that vote)."""
+    if getattr(node, "container", None) is None or runtime is None:
+        return None
+    return getattr(runtime, "image_id", None) or None
 
 
 def _cuda_fields(cuda) -> dict[str, str | None]:
@@ -224,6 +237,8 @@ def _fix(field: str, want: str, python: str) -> str:
         return f"`{python} -m pip install {pkg}=={want}`" if want != ABSENT else f"uninstall {label} to match the other nodes"
     if field == "python":
         return f"point the inventory's python at a {want} interpreter"
+    if field == "image":
+        return f"run the job from the image with id {want}, as the other nodes do (`docker/podman images --digests`; pull it by digest)"
     return f"install {label} {want} (the version on the other nodes)"
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from . import __version__, actions, backend as backends, redact
 from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
-from .container import RUNTIME_GROUP, START_SLACK_S, job_command
+from .container import RUNTIME_GROUP, START_SLACK_S, job_command, job_prefix
 from .inventory import Inventory
 from .limits import forks_within, raise_nofile
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
@@ -74,18 +74,24 @@ def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> Pr
     timeout = timeout or node.probe_timeout
     if job is None:
         job = info is not None and info.where == "job"
+    inner = ""
     if job and node.container is not None:  # through the runtime, which needs root (docker: its group)
-        cmd, timeout = job_command(node.container, cmd, timeout), timeout + START_SLACK_S
+        inner, cmd, timeout = cmd, job_command(node.container, cmd, timeout), timeout + START_SLACK_S
         root, group = True, RUNTIME_GROUP[node.container.runtime] or ""
+    jobside = bool(job and node.container is not None)
     return ProbeSpec(key=key, cmd=cmd, timeout=timeout, root=root, group=group,
-                     become=node.become_user if (root and node.become == "sudo") else "",
-                     job=bool(job and node.container is not None))
+                     become=node.become_user if (root and node.become == "sudo") else "", job=jobside,
+                     inner=inner, inner_timeout=timeout - START_SLACK_S if jobside else 0.0,
+                     runtime=job_prefix(node.container) if jobside else "")
 
 
 RUNTIME_ERROR_RC = 125  # docker and podman: the runtime itself failed (no such container, image absent)
 # ...and what else the runtime (not the probe) says: podman exec into a stopped container exits 255
-# ("Error: can only create exec sessions on running containers"); docker's daemon errors begin so
-RUNTIME_ERROR_WORDS = ("Error: can only create exec sessions", "Error response from daemon:")
+# ("Error: can only create exec sessions on running containers"); docker's daemon errors begin so,
+# and its client without a daemon exits 1 with "Cannot connect to the Docker daemon at unix://...".
+RUNTIME_ERROR_WORDS = ("Error: can only create exec sessions", "Error response from daemon:",
+                       "Cannot connect to the Docker daemon")
+RUNTIME_MISSING_RC = 127  # the node's shell: no such command (`sh: 1: docker: not found`)
 
 
 def _runtime_refused(out: CommandOutput, node: Node) -> CommandOutput:
@@ -94,7 +100,8 @@ def _runtime_refused(out: CommandOutput, node: Node) -> CommandOutput:
     c = node.container
     if c is None or out.denied or out.rc is None or out.rc == 0:
         return out
-    if out.rc != RUNTIME_ERROR_RC and not out.stderr.startswith(RUNTIME_ERROR_WORDS):
+    missing = out.rc == RUNTIME_MISSING_RC and f"{c.runtime}: " in out.stderr and "not found" in out.stderr
+    if out.rc != RUNTIME_ERROR_RC and not out.stderr.startswith(RUNTIME_ERROR_WORDS) and not missing:
         return out
     why = f"{c.runtime} could not run the probe in {c.label} on {node.name}: {first_line(out.stderr, 240)}"
     return replace(out, error=why, denied=why)

@@ -7,12 +7,18 @@ reads it inside the node with or without sudo, and storage ("vfs": no mounts to 
 cluster's directory. Images are built offline: `podman import` of a small root filesystem this
 module assembles — the node's simulated CANN toolkit tree and a `torch` package of a chosen
 version; the interpreter and the shell tools come from the host's /usr, mounted read-only by the
-run arguments (RUN_ARGS), as a job's container mounts the host's driver.
+run arguments (`run_args`), as a job's container mounts the host's driver. For the all-reduce the
+image has the job's own interpreter at JOB_PYTHON, a path no host has: it runs this machine's
+Python with its real torch (mounted read-only at JOB_SITE), so a rank that starts proves it runs
+inside the container. Every runtime event goes to `events.log` in the cluster's directory
+(`events()`), which is how the tests count runtime calls.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 import subprocess
 import tarfile
 from pathlib import Path
@@ -27,8 +33,22 @@ cgroupns = "private"
 cgroup_manager = "cgroupfs"
 runtime = "runc"
 events_logger = "file"
+events_logfile_path = "{events}"
 """
 HOST_USR = ("/usr/bin", "/usr/lib", "/usr/lib64", "/usr/share", "/usr/sbin")
+JOB_PYTHON = "/opt/jobpy/bin/python3"
+JOB_SITE = "/opt/jobpy/site"
+
+
+def _base_python() -> str:
+    """This machine's interpreter itself (not a venv's link to it)."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _torch_site() -> str | None:
+    """The site-packages directory holding this machine's torch, if it has one."""
+    spec = importlib.util.find_spec("torch")
+    return os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else None
 
 
 def available() -> tuple[bool, str]:
@@ -62,7 +82,8 @@ class JobImages:
         for n in self.c.nodes:
             etc = n.dir / ETC_DIR / "containers"
             etc.mkdir(parents=True, exist_ok=True)
-            (etc / "containers.conf").write_text(CONTAINERS_CONF, encoding="utf-8")
+            (etc / "containers.conf").write_text(CONTAINERS_CONF.replace("{events}", str(self.root / "events.log")),
+                                                 encoding="utf-8")
             (etc / "storage.conf").write_text(storage, encoding="utf-8")
             self.c.stop_sshd(n.name)
             self.c.start_sshd(n.name)
@@ -75,6 +96,12 @@ class JobImages:
         for p in HOST_USR:
             if os.path.isdir(p) and not os.path.islink(p):
                 args += ["-v", f"{p}:{p}:ro"]
+        base = sys.base_prefix
+        if not base.startswith("/usr"):  # an interpreter outside /usr (pyenv): its own tree
+            args += ["-v", f"{base}:{base}:ro"]
+        site = _torch_site()
+        if site:
+            args += ["-v", f"{site}:{JOB_SITE}:ro"]
         if driver:
             args += ["-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
                      "-v", "/usr/local/Ascend/firmware:/usr/local/Ascend/firmware:ro"]
@@ -105,6 +132,10 @@ class JobImages:
         (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {torch}\n", encoding="utf-8")
         for name in ("passwd", "group"):
             shutil.copy(f"/etc/{name}", rootfs / "etc" / name)
+        job_py = rootfs / JOB_PYTHON.lstrip("/")
+        job_py.parent.mkdir(parents=True)
+        job_py.write_text(f'#!/bin/sh\nPYTHONPATH={JOB_SITE} exec {_base_python()} "$@"\n', encoding="utf-8")
+        job_py.chmod(0o755)
         tar = rootfs.with_suffix(".tar")
         with tarfile.open(tar, "w") as tf:
             tf.add(rootfs, arcname=".")
@@ -129,6 +160,22 @@ class JobImages:
         """Every container podman knows (running or not), by name."""
         out = self.exec(node, "podman ps -a --format '{{.Names}}'").stdout
         return sorted(ln.strip() for ln in out.splitlines() if ln.strip())
+
+    def events(self, kind: str, since: str) -> list[str]:
+        """Names of the containers that had a runtime event `kind` (exec, create, ...) since the
+        ISO time `since`, one entry per event, from the cluster's events.log."""
+        import json
+
+        path = self.root / "events.log"
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("Status") == kind and str(e.get("Time", "")) >= since:
+                out.append(str(e.get("Name", "")))
+        return out
 
     def close(self) -> None:
         node = self.c.nodes[0].name

@@ -47,7 +47,11 @@ class ProbeSpec:
     root: bool = False
     group: str = ""
     become: str = ""
-    job: bool = False  # wrapped to run in the job's container (preflight.container); the driver ignores it
+    job: bool = False  # to run in the job's container (preflight.container): `cmd` is its one-probe form
+    inner: str = ""  # job: the probe as it runs inside the container
+    inner_timeout: float = 0.0  # job: its own timeout there
+    runtime: str = ""  # job: host shell text that runs an argv in the container (container.job_prefix)
+    cap: int = 0  # bytes kept per stream when not the batch's cap (a job batch carries many probes)
 
     @property
     def mode(self) -> str:
@@ -65,9 +69,11 @@ _DRIVER = r"""
 exec 3<&0 </dev/null
 d=$(mktemp -d "${TMPDIR:-/tmp}/.preflight.XXXXXX") || { echo "preflight: mktemp failed" >&2; exit 97; }
 trap 'rm -rf "$d"' EXIT
-trap 'p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; rm -rf "$d"; exit 143' TERM HUP INT
+w=
+trap 'p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; wait "$p"; }; [ -n "$w" ] && { kill "$w" 2>/dev/null; wait "$w"; }; rm -rf "$d"; exit 143' TERM HUP INT
 mkfifo "$d/q" || { echo "preflight: mkfifo failed" >&2; exit 97; }
 ( while IFS= read -r l; do printf '%s\n' "$l"; done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) <&3 >"$d/q" &
+w=$!
 exec 4<"$d/q" 3<&-
 ulimit -f {fsize} 2>/dev/null
 printf '@@PF:{nonce}:E\n' >"$d/e1"; printf '@@PF:{nonce}:Z\n' >"$d/z1"
@@ -103,7 +109,7 @@ pf() {
     N|S)
       [ "$how" = N ] && : >"$d/e"
       : >"$d/o"; now
-      { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$how" "$s" "$t"; head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
+      { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$how" "$s" "$t"; head -q -c "${5:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
       cat "$d/f"
       return ;;
     sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
@@ -117,10 +123,14 @@ pf() {
   # The frame is assembled in a file and sent by one write: written piece by piece (printf, then
   # head's four files) it left in several SSH packets, and each packet costs the client
   # (docs/PERFORMANCE.md §2). It is sent at once, never held back behind the next probe.
-  { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$rc" "$s" "$t"; head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
+  { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$rc" "$s" "$t"; head -q -c "${5:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
   cat "$d/f"
 }
 """
+# A driver for one round only (inside the job's container): end the watcher, then the driver.
+# Every child is waited for (the trap above too): in a container whose PID 1 is `sleep infinity`
+# (a common way to keep a job's container up) an orphan is never reaped and stays a zombie.
+_ONCE = 'kill "$w" 2>/dev/null; wait "$w"\nexit 0\n'
 # After the first round: wait for the next one on the FIFO; EOF (client gone) ends the driver.
 _LOOP = r"""
 while :; do
@@ -138,14 +148,16 @@ done
 
 def _pf_lines(probes: list[ProbeSpec]) -> str:
     return "\n".join(f"pf {i} {int(max(1, p.timeout))} {shlex.quote(p.mode)} {shlex.quote(p.cmd)}"
-                     for i, p in enumerate(probes))
+                      + (f" {p.cap + 1}" if p.cap else "") for i, p in enumerate(probes))
 
 
-def driver_script(probes: list[ProbeSpec], nonce: str, cap: int = DEFAULT_CAP) -> str:
-    """The POSIX sh text that starts a node's driver with its first round of probes."""
+def driver_script(probes: list[ProbeSpec], nonce: str, cap: int = DEFAULT_CAP, once: bool = False) -> str:
+    """The POSIX sh text that starts a node's driver with its first round of probes (`once`: and
+    ends it after them, leaving nothing behind: the job's container runs one per round)."""
+    fsize = max(cap, *(p.cap for p in probes)) if probes else cap
     head = (_DRIVER.replace("{nonce}", nonce).replace("{cap1}", str(max(cap + 1, 64)))  # markers fit
-            .replace("{grace}", str(KILL_GRACE_S)).replace("{fsize}", str(max(cap * 64 // 512, 2048))))
-    return head + _pf_lines(probes) + "\n" + _LOOP.replace("{nonce}", nonce)
+            .replace("{grace}", str(KILL_GRACE_S)).replace("{fsize}", str(max(fsize * 64 // 512, 2048))))
+    return head + _pf_lines(probes) + "\n" + (_ONCE if once else _LOOP.replace("{nonce}", nonce))
 
 
 def round_script(probes: list[ProbeSpec], nonce: str) -> str:
@@ -239,9 +251,10 @@ class FrameParser:
             error = f"timed out after {probe.timeout:g}s"
         elif 128 < rc < 160:  # sh reports death by signal N as 128+N (ambiguous with `exit 13x`)
             error = f"killed by signal {rc - 128}"
-        return CommandOutput(
-            stdout=_text(out, self.cap), stderr=_text(err, self.cap), rc=rc,
-            duration_s=duration, timed_out=timed_out, truncated=len(out) > self.cap or len(err) > self.cap,
+        cap = probe.cap or self.cap
+        return CommandOutput(  # a job batch's stdout carries frames: kept byte for byte (surrogateescape)
+            stdout=_text(out, cap, "surrogateescape" if probe.cap else "replace"), stderr=_text(err, cap), rc=rc,
+            duration_s=duration, timed_out=timed_out, truncated=len(out) > cap or len(err) > cap,
             error=error, node_started_at=_int(t0) / 1e6 if t0.isdigit() else None, received_at=time.time())
 
 
@@ -257,8 +270,8 @@ def _not_run(token: bytes, err: bytes, t0: bytes) -> CommandOutput:
                          node_started_at=_int(t0) / 1e6 if t0.isdigit() else None, received_at=time.time())
 
 
-def _text(data: bytes, cap: int) -> str:
+def _text(data: bytes, cap: int, errors: str = "replace") -> str:
     """Decode defensively: vendor tools and broken locales print anything."""
     if len(data) > cap:  # the node sent cap+1 bytes: there was more
-        return data[:cap].decode("utf-8", errors="replace") + TRUNCATED_MARK.format(cap=cap)
-    return data.decode("utf-8", errors="replace")
+        return data[:cap].decode("utf-8", errors=errors) + TRUNCATED_MARK.format(cap=cap)
+    return data.decode("utf-8", errors=errors)

@@ -12,7 +12,7 @@ import time
 from typing import Callable, Protocol
 
 from ..model import CommandOutput
-from . import unfinished
+from . import jobbatch, unfinished
 from .batch import DEFAULT_CAP, FrameParser, ProbeSpec, driver_script, new_nonce, round_script
 
 POLL_S = 1.0  # how often a waiting reader looks at `cancel`; the runner also closes sessions at once
@@ -38,6 +38,15 @@ class Batcher:
         self.cap = cap
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
+        """Every probe's output by key; job-side probes travel as one runtime call per container
+        (preflight.transport.jobbatch), unwrapped here."""
+        sent, batches = jobbatch.split(probes, self.cap)
+        done = self._run(sent, cancel)
+        for b in batches:
+            done.update(jobbatch.unwrap(b, done.pop(b.spec.key, None), self.cap))
+        return done
+
+    def _run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         if not probes:
             return {}
         with self._lock:

@@ -237,3 +237,26 @@ def test_nvidia_driver_outlier_is_blamed_among_gpu_nodes_only():
     assert findings[0].status is Status.FAIL
     blamed = {f.node: f.summary for f in findings if f.node}
     assert list(blamed) == ["gpu3"] and "driver 550.90.07, expected 535.183.01" in blamed["gpu3"]
+
+
+# ---------------------------------------------------------------- the job's image, by digest
+
+def test_image_digest_differing_on_one_node_fails_there_naming_both():
+    from preflight.checks import container_runtime as rt
+    from preflight.container import Container
+
+    a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    ctx = _ctx(_nodes(4))
+    for n in ctx.nodes:  # node04 runs its job on the host: it takes no part in the image vote
+        if n != "node04":
+            ctx.nodes[n] = Node(n, n, container=Container("podman", image="reg/job:1"))
+            ctx.facts[n]["container.runtime"] = rt.Facts(True, image_id=b if n == "node02" else a)
+    ctx.facts["node04"]["container.runtime"] = rt.Facts(False)
+    summary, *blamed = check.evaluate(ctx)
+    assert summary.status is Status.FAIL and [f.node for f in blamed] == ["node02"]
+    assert f"job image (by digest) {b}, expected {a}" in blamed[0].summary
+    assert a in blamed[0].remediation
+    assert summary.details["versions"]["node04"]["image"] is None
+    ctx.facts["node02"]["container.runtime"] = rt.Facts(True, image_id=a)
+    [ok] = check.evaluate(ctx)
+    assert ok.status is Status.PASS

@@ -9,6 +9,7 @@ import pytest
 from preflight.container import Container, job_command
 from preflight.node import Node
 from preflight.checkapi import Probe
+from preflight.model import CommandOutput
 from preflight.runner import _spec
 from tests.core.test_inventory import error_of, inv_of
 from tests.core.test_privilege import info
@@ -45,7 +46,10 @@ def test_job_probe_becomes_one_quoted_runtime_call_that_needs_root():
     spec = _spec(Probe("echo \"it's $HOME\""), node, job)
     assert spec.job and spec.root and spec.timeout == node.probe_timeout + 15
     argv = shlex.split(spec.cmd)
-    assert argv[:3] == ["podman", "exec", "my job"] and argv[-1] == "echo \"it's $HOME\""
+    assert argv[:4] == ["podman", "exec", "-i", "my job"] and argv[-1] == "echo \"it's $HOME\""
+    # what a batch runs inside: the probe itself, its own timeout, through that runtime prefix
+    assert spec.inner == "echo \"it's $HOME\"" and spec.inner_timeout == node.probe_timeout
+    assert shlex.split(spec.runtime) == ["podman", "exec", "-i", "my job"]
     host = info()
     host.where = "host"
     assert _spec(Probe("echo hi"), node, host).cmd == "echo hi"  # host checks stay on the host
@@ -55,5 +59,35 @@ def test_job_probe_becomes_one_quoted_runtime_call_that_needs_root():
 def test_image_run_is_removed_and_never_pulls():
     cmd = job_command(Container("docker", image="img:1", run_args=("-v", "/a b:/c")), "true", 30)
     argv = shlex.split(cmd)
-    assert argv[:4] == ["docker", "run", "--rm", "--pull=never"] and "/a b:/c" in argv
+    assert argv[:5] == ["docker", "run", "--rm", "-i", "--pull=never"] and "/a b:/c" in argv
     assert argv[argv.index("img:1") + 1:] == ["timeout", "-k", "2", "30", "/bin/sh", "-c", "true"]
+
+
+def test_the_jobs_view_is_declared_by_each_check_that_needs_it():
+    from preflight.registry import discover
+
+    every = discover()
+    job_side = {c for c, i in every.items() if i.where == "job"}
+    assert {"cann.env", "sw.consistency", "storage.data", "plan.parallel", "smoke.allreduce", "sw.stack",
+            "ckpt.resume"} <= job_side
+    assert not {"npu.health", "hccn.link", "net.ports", "storage.disk", "net.ping_mesh"} & job_side
+    assert "looks at: the job's container" in every["plan.parallel"].policy_text()
+
+
+@pytest.mark.parametrize("container,net_inside", [
+    (Container("podman", name="job"), False),  # a named container: host network assumed (container.runtime warns)
+    (Container("podman", image="i:1", run_args=("--network", "host")), False),
+    (Container("podman", image="i:1", run_args=("--network=none",)), True),
+    (Container("podman", image="i:1"), False),  # no --network given: the job's usual host mode
+])
+def test_env_comm_reads_the_launch_env_inside_and_the_interfaces_where_the_network_is(container, net_inside):
+    from preflight.checks import env_comm
+    from preflight.registry import discover
+
+    node = Node("a", "h", container=container)
+    info = discover()["env.comm"]
+    specs = {k: _spec(p, node, info) for k, p in env_comm.probes(node, {}).items()}
+    assert specs["launch_env"].job and specs["ip_addr"].job is net_inside
+    env = CommandOutput(stdout="MASTER_ADDR=10.0.0.1\0")
+    master = _spec(env_comm.followup({"launch_env": env}, node, {})["master_addr"], node, info)
+    assert master.job is net_inside
