@@ -57,7 +57,7 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
             from ..transport.replay import Recorder
             recorder = Recorder(record)
         progress = Progress(enabled=sys.stderr.isatty() and not quiet)
-        transport = factory.make_transport(replay) if via == "ssh" else factory.make_transport(via=via)
+        transport = factory.make_transport(replay) if via == "ssh" else factory.make_transport(via=via, nodes=inv.nodes)
         runner = RunExtras.runner_class(sweep)(inv, transport, runner_opts,
                                                progress=progress, recorder=recorder)
     except (InventoryError, SelectionError) as exc:

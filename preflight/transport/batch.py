@@ -20,6 +20,7 @@ the running probe, so nothing is left behind on the node.
 """
 from __future__ import annotations
 
+import base64
 import re
 import secrets
 import shlex
@@ -60,14 +61,18 @@ NEEDS_ROOT = "needs root: set become: sudo, or run as root"
 SUDO_REFUSED = "sudo -n refused: {words}"
 
 
-_DRIVER = r"""
+# The driver in three parts: the prelude (temporary directory, traps), the stdin watcher (one per
+# transport: SSH relays its channel, srun filters the step's broadcast stdin), and the body (pf).
+_PRELUDE = r"""
 exec 3<&0 </dev/null
 d=$(mktemp -d "${TMPDIR:-/tmp}/.preflight.XXXXXX") || { echo "preflight: mktemp failed" >&2; exit 97; }
 trap 'rm -rf "$d"' EXIT
 trap 'p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; rm -rf "$d"; exit 143' TERM HUP INT
 mkfifo "$d/q" || { echo "preflight: mkfifo failed" >&2; exit 97; }
-( while IFS= read -r l; do printf '%s\n' "$l"; done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) <&3 >"$d/q" &
-exec 4<"$d/q" 3<&-
+"""
+_WATCH = r"""( while IFS= read -r l; do printf '%s\n' "$l"; done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) <&3 >"$d/q" &
+"""
+_BODY = r"""exec 4<"$d/q" 3<&-
 ulimit -f {fsize} 2>/dev/null
 printf '@@PF:{nonce}:E\n' >"$d/e1"; printf '@@PF:{nonce}:Z\n' >"$d/z1"
 if [ -n "${BASH_VERSION:-}" ] && [ -n "${EPOCHREALTIME:-}" ]; then
@@ -96,6 +101,7 @@ priv() {
 }
 pf() {
   [ -e "$d/gone" ] && exit 0  # the client went away between two probes: start nothing more
+  [ -e "$d/abort" ] && return  # (srun) the client gave up on this round: skip the rest of it
   priv "$3"
   now; s=$t
   case $how in
@@ -103,7 +109,7 @@ pf() {
       [ "$how" = N ] && : >"$d/e"
       : >"$d/o"; now
       printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$how" "$s" "$t"
-      head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"
+      {emit}
       return ;;
     sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
     *) timeout -k {grace} "$2" sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
@@ -114,9 +120,10 @@ pf() {
   : >"$d/pid"
   now
   printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$rc" "$s" "$t"
-  head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"
+  {emit}
 }
 """
+_EMIT = 'head -q -c {cap1} "$d/o" "$d/e1" "$d/e" "$d/z1"'
 # After the first round: wait for the next one on the FIFO; EOF (client gone) ends the driver.
 _LOOP = r"""
 while :; do
@@ -132,6 +139,11 @@ done
 """
 
 
+def _fill(text: str, cap: int, emit: str = _EMIT) -> str:
+    return (text.replace("{emit}", emit).replace("{cap1}", str(max(cap + 1, 64)))  # markers fit
+            .replace("{grace}", str(KILL_GRACE_S)).replace("{fsize}", str(max(cap * 64 // 512, 2048))))
+
+
 def _pf_lines(probes: list[ProbeSpec]) -> str:
     return "\n".join(f"pf {i} {int(max(1, p.timeout))} {shlex.quote(p.mode)} {shlex.quote(p.cmd)}"
                      for i, p in enumerate(probes))
@@ -139,8 +151,7 @@ def _pf_lines(probes: list[ProbeSpec]) -> str:
 
 def driver_script(probes: list[ProbeSpec], nonce: str, cap: int = DEFAULT_CAP) -> str:
     """The POSIX sh text that starts a node's driver with its first round of probes."""
-    head = (_DRIVER.replace("{nonce}", nonce).replace("{cap1}", str(max(cap + 1, 64)))  # markers fit
-            .replace("{grace}", str(KILL_GRACE_S)).replace("{fsize}", str(max(cap * 64 // 512, 2048))))
+    head = _fill(_PRELUDE + _WATCH + _BODY, cap).replace("{nonce}", nonce)
     return head + _pf_lines(probes) + "\n" + _LOOP.replace("{nonce}", nonce)
 
 
@@ -154,6 +165,50 @@ def remote_command(script: str) -> str:
     clock is a variable, not a process), else /bin/sh."""
     return (f"s={shlex.quote(script)}; if [ -x /bin/bash ]; then exec /bin/bash --norc --noprofile -c \"$s\"; fi; "
             f"exec /bin/sh -c \"$s\"")
+
+
+# `run --via slurm`: one srun step carries this program to every node (docs/SLURM.md §6). Its stdin
+# is srun's, broadcast to every task: a line `<task id> <payload>` is for that task alone (grep keeps
+# the node's own lines, in blocks: `sed -u` would read a byte at a time). A payload is either a
+# round, base64 of a script of `pf` lines (one line: no text in it can end or extend the round, so
+# nothing another node reported can become a command here), or `.`: give up on the running round
+# (kill its probe, skip its rest). stdin's EOF ends the program as it ends the SSH driver. Each round
+# names its own nonce, so a frame from a round the client gave up on is noise to the next one.
+# Output goes through srun --label, which splits lines at 1024 bytes and ends a partial line with a
+# newline: so every probe's frame body is sent as base64 lines of 760 characters; `@@PF:` lines
+# (begin, hello) are sent as they are.
+_STEP_WATCH = r"""( grep --line-buffered "^$id " <&3 | while IFS= read -r l; do
+  l=${l#* }
+  if [ "$l" = . ]; then : >"$d/abort"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -TERM "$p" 2>/dev/null
+  else printf '%s\n' "$l"; fi
+done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) >"$d/q" &
+"""
+_STEP_ID = r"""case ${SLURM_PROCID:-} in ''|*[!0-9]*) echo "preflight: SLURM_PROCID is not set: not run by srun" >&2; exit 97 ;; esac
+id=$SLURM_PROCID
+"""
+_STEP_LOOP = r"""printf '@@PF:H %s %s\n' "$id" "${SLURMD_NODENAME:-}"
+while IFS= read -r l <&4; do
+  rm -f "$d/abort"
+  printf '%s\n' "$l" | base64 -d >"$d/next" 2>/dev/null || continue
+  . "$d/next"
+done
+"""
+STEP_LINE = 760  # base64 characters a line: a multiple of 4 (each line decodes alone), under srun's 1024
+STEP_HELLO = b"@@PF:H "
+STEP_ABORT = "."
+
+
+def step_program(cap: int = DEFAULT_CAP) -> str:
+    """The POSIX sh program srun starts on every node of the step; rounds come by `step_round`."""
+    body = _fill(_BODY, cap, emit=f"{_EMIT} | base64 -w {STEP_LINE}").replace("{nonce}", "'\"$n\"'")
+    return _STEP_ID + _PRELUDE + _STEP_WATCH + body + _STEP_LOOP
+
+
+def step_round(probes: list[ProbeSpec], nonce: str) -> str:
+    """One round for a task of the step: base64 of its script (set this round's nonce, then pf lines)."""
+    script = (f"n={nonce}; printf '@@PF:%s:E\\n' \"$n\" >\"$d/e1\"; printf '@@PF:%s:Z\\n' \"$n\" >\"$d/z1\"\n"
+              + _pf_lines(probes) + "\n")
+    return base64.b64encode(script.encode()).decode()
 
 
 def new_nonce() -> str:
