@@ -32,14 +32,20 @@ from typing import Sequence
 
 from ..model import CommandOutput, NodeStateKind
 from ..node import Node
+from ..nodeset import expand
 from . import ConnectError, unfinished
 from .batch import DEFAULT_CAP, STEP_ABORT, STEP_HELLO, ProbeSpec, new_nonce, step_program, step_round
+from ..slurm.commands import SlurmError, node_states
 from .stream import CANCELLED, POLL_S, collect
 
 LAUNCH_SLACK_S = 30.0  # beyond the node's connect_timeout: srun's allocation and launch of a large step
 EXIT_WAIT_S = 10.0  # after stdin's EOF, how long srun gets to end the step before it is terminated
 _LABEL = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
-_TASK_ERROR = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
+# srun's own lines that say a node's task can send no more (src/srun, Slurm 22.05): a task that
+# ended, a launch refused by that node's slurmd, a node slurmctld declared failed (a hostlist).
+_NODE_ERRORS = (re.compile(r"srun: error: (?P<nodes>[^\s:]+): tasks? [\d,\-]+: (?P<why>.+)"),
+                re.compile(r"srun: error: Task launch for \S+ failed on node (?P<nodes>\S+): (?P<why>.+)"),
+                re.compile(r"srun: error: (?P<why>Node failure) on (?P<nodes>\S+)"))
 
 
 def srun_argv(names: Sequence[str], immediate: int) -> list[str]:
@@ -50,6 +56,13 @@ def srun_argv(names: Sequence[str], immediate: int) -> list[str]:
             "--no-kill", f"--immediate={immediate}", "--job-name=preflight", "/bin/sh", "-c", step_program()]
 
 
+def _hostlist(text: str) -> list[str]:
+    try:
+        return expand(text)
+    except ValueError:  # nodeset.RangeError: not a hostlist after all
+        return [text]
+
+
 class _Sink:
     """What a node's session reads: decoded frame bytes from its task, b"" once it can send no more."""
 
@@ -58,20 +71,20 @@ class _Sink:
         self.closed = False
 
     def read(self) -> bytes | None:
-        if self.closed:
-            return b""
-        try:
-            return self.q.get(timeout=POLL_S)
+        try:  # what arrived before the task ended is read first
+            return self.q.get_nowait() if self.closed else self.q.get(timeout=POLL_S)
         except queue.Empty:
-            return None
+            return b"" if self.closed else None
 
 
 class SrunStep:
     """The srun process for every launchable node, its reader and writer threads and the demux."""
 
     def __init__(self, nodes: Sequence[Node]):
+        """Asks sinfo which nodes Slurm can launch on; SlurmError (exit 5) when Slurm cannot be asked."""
         self.nodes = {n.name: n for n in nodes}
         self.refused: dict[str, str] = {}  # node -> why Slurm cannot launch there (its own state)
+        self.aborted = threading.Event()  # the run was cut: stop waiting for the launch
         self.proc: subprocess.Popen | None = None
         self.tasks: dict[int, str] = {}  # task id -> node name (from each task's first line)
         self.hello: dict[str, int] = {}  # node name -> task id
@@ -84,6 +97,7 @@ class SrunStep:
         self._started = False
         self._start_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self.launch = self._launchable(list(self.nodes))
 
     # ---------------------------------------------------------------- launch
     def ensure_started(self) -> None:
@@ -91,24 +105,18 @@ class SrunStep:
             if self._started:
                 return
             self._started = True
-            self._launch(self._launchable(list(self.nodes)))
+            self._launch(self.launch)
 
     def _launchable(self, names: list[str]) -> list[str]:
-        from ..slurm.commands import SlurmError, node_states
-
-        try:
-            states = node_states(names)
-        except SlurmError as exc:
-            for n in names:
-                self.refused[n] = f"Slurm cannot be asked about the node: {exc}"
-            return []
+        """The names Slurm can launch on; the others get their reason in `refused`."""
+        states = node_states(names)
         ok = []
         for n in names:
             s = states.get(n)
             if s is None:
                 self.refused[n] = f"Slurm does not know node {n} (sinfo -N does not list it): " \
                                   "with --via slurm inventory names must be Slurm node names"
-            elif s.offline or not s.responding:
+            elif s.offline:  # (a `*` alone is not refused: a node just resumed shows idle* for a second)
                 self.refused[n] = f"Slurm cannot launch on {n}: it is {s.state}" + \
                                   (f" (reason: {s.reason})" if s.reason else "")
             else:
@@ -125,7 +133,11 @@ class SrunStep:
             if self._wait_first_hello(names):
                 return
             # srun ended before any task answered: a node went offline after sinfo, or Slurm refused
-            retry = self._launchable(names) if attempt == 1 else names
+            try:
+                retry = self._launchable(names) if attempt == 1 and not self.aborted.is_set() else names
+            except SlurmError as exc:
+                self.errors.append(str(exc))
+                retry = names
             if attempt == 2 or retry == names or not retry:
                 why = self._srun_words()
                 for n in names:
@@ -135,6 +147,7 @@ class SrunStep:
             names = retry
 
     def _spawn(self, names: list[str], immediate: int) -> None:
+        self.out_q.put(None)  # a writer of an earlier attempt ends
         self.errors, self.ended = [], False
         self.proc = subprocess.Popen(srun_argv(names, immediate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
@@ -148,7 +161,7 @@ class SrunStep:
         wait_s = max(self.nodes[n].connect_timeout for n in names) + LAUNCH_SLACK_S
         limit = time.monotonic() + wait_s
         with self.cond:
-            while not self.hello and not self.ended and time.monotonic() < limit:
+            while not self.hello and not self.ended and time.monotonic() < limit and not self.aborted.is_set():
                 self.cond.wait(POLL_S)
             if self.hello:
                 return True
@@ -173,7 +186,7 @@ class SrunStep:
         wait_s = node.connect_timeout + LAUNCH_SLACK_S
         limit = time.monotonic() + wait_s
         with self.cond:
-            while name not in self.hello and not cancel.is_set():
+            while name not in self.hello and not cancel.is_set() and not self.aborted.is_set():
                 if name in self.lost or self.ended:
                     break
                 if time.monotonic() >= limit:
@@ -182,7 +195,7 @@ class SrunStep:
                 self.cond.wait(POLL_S)
             if name in self.hello:
                 return self.hello[name]
-        if cancel.is_set():
+        if cancel.is_set() or self.aborted.is_set():
             raise ConnectError(NodeStateKind.TIMEOUT, CANCELLED)
         raise ConnectError(NodeStateKind.UNREACHABLE,
                            f"srun: {self.lost.get(name) or self._srun_words()} (the step did not run on {name})")
@@ -263,14 +276,22 @@ class SrunStep:
                 continue
             self.errors.append(line)
             self.errors = self.errors[-20:]
-            t = _TASK_ERROR.match(line)
-            if t is not None and t.group(1) in self.nodes:
-                with self.cond:  # that node's task ended (exit, signal, node failure): its session sees EOF
-                    self.lost[t.group(1)] = f"{t.group(1)}: {t.group(3)}"
-                    sink = self.sinks.get(t.group(1))
+            for pattern in _NODE_ERRORS:
+                m = pattern.match(line)
+                if m is not None:
+                    self._lose(_hostlist(m.group("nodes")), line.removeprefix("srun: error: "))
+                    break
+
+    def _lose(self, names: list[str], why: str) -> None:
+        """Those nodes' tasks can send no more: their sessions see EOF, with srun's words."""
+        with self.cond:
+            for name in names:
+                if name in self.nodes:
+                    self.lost.setdefault(name, why)
+                    sink = self.sinks.get(name)
                     if sink is not None:
                         sink.closed = True
-                    self.cond.notify_all()
+            self.cond.notify_all()
 
     def _write_stdin(self, proc: subprocess.Popen) -> None:
         out_q = self.out_q
@@ -349,6 +370,10 @@ class SrunTransport:
 
     def __init__(self, nodes: Sequence[Node]):
         self.step = SrunStep(nodes)
+
+    def abort(self) -> None:
+        """The run was cut (deadline, Ctrl-C): nodes still waiting for the launch stop waiting."""
+        self.step.aborted.set()
 
     def connect(self, node: Node, cancel: threading.Event) -> SrunSession:
         if node.name not in self.step.nodes:
