@@ -21,6 +21,7 @@ the running probe, so nothing is left behind on the node.
 from __future__ import annotations
 
 import base64
+import gzip
 import re
 import secrets
 import shlex
@@ -170,7 +171,7 @@ def remote_command(script: str) -> str:
 # `run --via slurm`: one srun step carries this program to every node (docs/SLURM.md §6). Its stdin
 # is srun's, broadcast to every task: a line `<task id> <payload>` is for that task alone (grep keeps
 # the node's own lines, in blocks: `sed -u` would read a byte at a time). A payload is either a
-# round, base64 of a script of `pf` lines (one line: no text in it can end or extend the round, so
+# round, base64 of a gzipped script of `pf` lines (one line: no text in it can end or extend the round, so
 # nothing another node reported can become a command here), or `.`: give up on the running round
 # (kill its probe, skip its rest). stdin's EOF ends the program as it ends the SSH driver. Each round
 # names its own nonce, so a frame from a round the client gave up on is noise to the next one.
@@ -189,7 +190,7 @@ id=$SLURM_PROCID
 _STEP_LOOP = r"""printf '@@PF:H %s %s\n' "$id" "${SLURMD_NODENAME:-}"
 while IFS= read -r l <&4; do
   rm -f "$d/abort"
-  printf '%s\n' "$l" | base64 -d >"$d/next" 2>/dev/null || continue
+  printf '%s\n' "$l" | base64 -d 2>/dev/null | gzip -dc >"$d/next" 2>/dev/null || continue
   . "$d/next"
 done
 """
@@ -205,10 +206,11 @@ def step_program(cap: int = DEFAULT_CAP) -> str:
 
 
 def step_round(probes: list[ProbeSpec], nonce: str) -> str:
-    """One round for a task of the step: base64 of its script (set this round's nonce, then pf lines)."""
+    """One round for a task of the step: base64 of its gzipped script (set this round's nonce, then pf
+    lines). gzip because every task reads every task's rounds: a ping mesh's round names every peer."""
     script = (f"n={nonce}; printf '@@PF:%s:E\\n' \"$n\" >\"$d/e1\"; printf '@@PF:%s:Z\\n' \"$n\" >\"$d/z1\"\n"
               + _pf_lines(probes) + "\n")
-    return base64.b64encode(script.encode()).decode()
+    return base64.b64encode(gzip.compress(script.encode(), compresslevel=6, mtime=0)).decode()
 
 
 def new_nonce() -> str:

@@ -152,7 +152,8 @@ class SrunStep:
         self.proc = subprocess.Popen(srun_argv(names, immediate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         self.out_q = queue.Queue()
-        self._threads = [threading.Thread(target=f, args=(self.proc,), daemon=True, name=f"srun-{f.__name__}")
+        self._threads = [threading.Thread(target=self._guarded, args=(f, self.proc), daemon=True,
+                                          name=f"srun-{f.__name__}")
                          for f in (self._read_stdout, self._read_stderr, self._write_stdin)]
         for t in self._threads:
             t.start()
@@ -218,6 +219,16 @@ class SrunStep:
         self.send(task, STEP_ABORT)
 
     # ---------------------------------------------------------------- threads
+    def _guarded(self, body, proc: subprocess.Popen) -> None:
+        """A bug in a reader or the writer must not leave every node waiting for its idle limit: the
+        step is ended and each session says why."""
+        try:
+            body(proc)
+        except Exception as exc:  # noqa: BLE001
+            self._lose(list(self.nodes), f"internal error in preflight's srun {body.__name__}: "
+                                         f"{type(exc).__name__}: {exc}")
+            self._terminate()
+
     def _read_stdout(self, proc: subprocess.Popen) -> None:
         buf = b""
         fd = proc.stdout.fileno()

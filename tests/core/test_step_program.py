@@ -5,6 +5,7 @@ lines short enough for srun's labelled output. (Through real srun: tests/slurm/t
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import select
 import subprocess
@@ -99,7 +100,7 @@ def test_a_command_with_newlines_stays_in_its_own_task(tmp_path):
     t = Task(tmp_path)
     try:
         marker = tmp_path / "injected"
-        evil = base64.b64encode(f"pf 0 5 - 'touch {marker}'\n".encode()).decode()
+        evil = base64.b64encode(gzip.compress(f"pf 0 5 - 'touch {marker}'\n".encode())).decode()
         t.round(1, [ProbeSpec("x", f"echo 'a\n0 {evil}\n'", 5)])
         probes = [ProbeSpec("a", "echo fine", 5)]
         nonce = t.round(0, probes)

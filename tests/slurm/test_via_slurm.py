@@ -158,8 +158,10 @@ def test_nodes_slurm_cannot_launch_on_get_their_own_state(offline_nodes, tmp_pat
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(inv))
     limit = "node[03-08],ghost01"
-    rc, rep, err = _run(c, tmp_path, "--checks", "npu.health,hccn.link,sw.consistency", "--limit", limit,
-                        inventory=path)
+    # --forks 2: each node's session is closed after its node phase and the mesh's plan round
+    # reconnects to the same task of the step (the runner's bounded-connections path)
+    rc, rep, err = _run(c, tmp_path, "--checks", "npu.health,hccn.link,sw.consistency,net.ping_mesh", "--limit",
+                        limit, "--forks", "2", inventory=path)
     states = {n["name"]: (n["state"], n["error"] or "") for n in rep["nodes"]}
     assert states["node05"][0] == "unreachable" and "drain" in states["node05"][1] \
         and "bad dimm" in states["node05"][1]
@@ -173,6 +175,8 @@ def test_nodes_slurm_cannot_launch_on_get_their_own_state(offline_nodes, tmp_pat
     assert all(res[(ch, n)][0] == "pass" for ch in ("npu.health", "hccn.link")
                for n in ("node03", "node04", "node07", "node08"))
     assert res[("sw.consistency", None)][0] == "pass"
+    mesh = res[("net.ping_mesh", None)]  # the 4 launched nodes' 12 pairs, each answered
+    assert mesh[0] in ("pass", "warn") and "12 pairs" in mesh[1], mesh
     assert rc == 3, err  # unreachable nodes: SPEC's exit code for an incomplete cluster
     assert "Traceback" not in err
 
