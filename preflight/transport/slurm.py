@@ -33,9 +33,9 @@ from typing import Sequence
 from ..model import CommandOutput, NodeStateKind
 from ..node import Node
 from ..nodeset import expand
+from ..slurm.commands import SlurmError, node_states
 from . import ConnectError, unfinished
 from .batch import DEFAULT_CAP, STEP_ABORT, STEP_HELLO, ProbeSpec, new_nonce, step_program, step_round
-from ..slurm.commands import SlurmError, node_states
 from .stream import CANCELLED, POLL_S, collect
 
 LAUNCH_SLACK_S = 30.0  # beyond the node's connect_timeout: srun's allocation and launch of a large step
