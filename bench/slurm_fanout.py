@@ -4,14 +4,16 @@
 For each size a simulated cluster with real Slurm (slurmctld + one slurmd per node, netns mode)
 is brought up once; then, as the median of `--repeat` runs, every node-scope check is run through
 each transport (JSON to /dev/null). Client CPU is user+sys of preflight and its children (for
---via slurm that includes every srun process), from wait4; wall is reported knowing the nodes
-share this machine's cores. Also `srun -N<n> hostname`, Slurm's own fan-out floor.
+--via slurm that is the one srun step for every node, and sinfo), from wait4; wall is reported knowing
+the nodes share this machine's cores, with the load average (1 min) before each row. Also
+`srun -N<n> hostname`, Slurm's own fan-out floor.
 Usage: sudo python3 bench/slurm_fanout.py --sizes 32,128 --repeat 3 [--json out.json]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -30,11 +32,13 @@ def measure(c: Cluster, n: int, repeat: int) -> list[dict]:
     rows = []
     for tool, cmd in (("preflight via ssh", base), ("preflight via srun", base + ["--via", "slurm"]),
                       ("srun hostname", ["srun", f"-N{n}", "--ntasks-per-node=1", "hostname"])):
+        load = os.getloadavg()[0]
         runs = [timed(cmd, env) for _ in range(repeat)]
         bad = [r for r in runs if r["rc"] not in (0, 1)]
         rows.append({"nodes": n, "tool": tool, "wall": statistics.median(r["wall"] for r in runs),
                      "cpu": statistics.median(r["cpu"] for r in runs),
                      "rss_mb": statistics.median(r["rss_mb"] for r in runs),
+                     "load": load, "exit_codes": sorted({r["rc"] for r in runs}),
                      "failed_runs": len(bad), "stderr": bad[0]["stderr"] if bad else ""})
     return rows
 
@@ -53,9 +57,10 @@ def main() -> None:
                 rows += measure(c, n, args.repeat)
             finally:
                 c.down(purge=True)
-    print(f"{'nodes':>5}  {'tool':<20} {'wall (s)':>9} {'client CPU (s)':>15} {'peak RSS (MB)':>14}")
+    print(f"{'nodes':>5}  {'tool':<20} {'wall (s)':>9} {'client CPU (s)':>15} {'peak RSS (MB)':>14} {'load':>6} exit")
     for r in rows:
         print(f"{r['nodes']:>5}  {r['tool']:<20} {r['wall']:>9.2f} {r['cpu']:>15.2f} {r['rss_mb']:>14.0f}"
+              f" {r['load']:>6.0f} {','.join(map(str, r['exit_codes']))}"
               + (f"  ({r['failed_runs']} failed: {r['stderr'][:120]})" if r["failed_runs"] else ""))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -57,7 +57,7 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
             from ..transport.replay import Recorder
             recorder = Recorder(record)
         progress = Progress(enabled=sys.stderr.isatty() and not quiet)
-        transport = factory.make_transport(replay) if via == "ssh" else factory.make_transport(via=via)
+        transport = factory.make_transport(replay) if via == "ssh" else slurm_transport(inv.nodes)
         runner = RunExtras.runner_class(sweep)(inv, transport, runner_opts,
                                                progress=progress, recorder=recorder)
     except (InventoryError, SelectionError) as exc:
@@ -72,3 +72,16 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     emit(report, fmt, output, quiet)
     extras.finish(report)
     sys.exit(report.exit_code)
+
+
+def slurm_transport(nodes):
+    """`--via slurm`: the one srun step's transport; a Slurm that cannot be asked which nodes it can
+    launch on (sinfo failing: slurmctld down, no configuration) is one line and exit 5, before any node."""
+    from ..slurm.commands import SlurmError
+    from ..transport import factory
+
+    try:
+        return factory.make_transport(via="slurm", nodes=nodes)
+    except SlurmError as exc:
+        click.echo(f"preflight: {exc}", err=True)
+        sys.exit(exc.code)

@@ -21,6 +21,8 @@ the running probe, so nothing is left behind on the node.
 """
 from __future__ import annotations
 
+import base64
+import gzip
 import re
 import secrets
 import shlex
@@ -65,15 +67,19 @@ NEEDS_ROOT = "needs root: set become: sudo, or run as root"
 SUDO_REFUSED = "sudo -n refused: {words}"
 
 
-_DRIVER = r"""
+# The driver in three parts: the prelude (temporary directory, traps), the stdin watcher (one per
+# transport: SSH relays its channel, srun filters the step's broadcast stdin), and the body (pf).
+_PRELUDE = r"""
 exec 3<&0 </dev/null
 d=$(mktemp -d "${TMPDIR:-/tmp}/.preflight.XXXXXX") || { echo "preflight: mktemp failed" >&2; exit 97; }
 trap 'rm -rf "$d"' EXIT
 w=
 trap 'p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; wait "$p"; }; [ -n "$w" ] && { kill "$w" 2>/dev/null; wait "$w"; }; rm -rf "$d"; exit 143' TERM HUP INT
 mkfifo "$d/q" || { echo "preflight: mkfifo failed" >&2; exit 97; }
-( while IFS= read -r l; do printf '%s\n' "$l"; done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) <&3 >"$d/q" &
-w=$!
+"""
+_WATCH = r"""( while IFS= read -r l; do printf '%s\n' "$l"; done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) <&3 >"$d/q" &
+"""
+_BODY = r"""w=$!
 exec 4<"$d/q" 3<&-
 ulimit -f {fsize} 2>/dev/null
 printf '@@PF:{nonce}:E\n' >"$d/e1"; printf '@@PF:{nonce}:Z\n' >"$d/z1"
@@ -101,16 +107,17 @@ priv() {
   fi
   if [ "$sudo_ok" = y ]; then how=sudo; else how=S; cp "$d/se" "$d/e"; fi
 }
+{frame}
 pf() {
   [ -e "$d/gone" ] && exit 0  # the client went away between two probes: start nothing more
+  [ -e "$d/abort" ] && return  # (srun) the client gave up on this round: skip the rest of it
   priv "$3"
   now; s=$t
   case $how in
     N|S)
       [ "$how" = N ] && : >"$d/e"
       : >"$d/o"; now
-      { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$how" "$s" "$t"; head -q -c "${5:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
-      cat "$d/f"
+      frame "$1" "$how" "$5"
       return ;;
     sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
     *) timeout -k {grace} "$2" sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
@@ -120,10 +127,15 @@ pf() {
   rc=$?
   : >"$d/pid"
   now
-  # The frame is assembled in a file and sent by one write: written piece by piece (printf, then
-  # head's four files) it left in several SSH packets, and each packet costs the client
-  # (docs/PERFORMANCE.md §2). It is sent at once, never held back behind the next probe.
-  { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$rc" "$s" "$t"; head -q -c "${5:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
+  frame "$1" "$rc" "$5"
+}
+"""
+# How a frame leaves the node (`{frame}` above), per transport. Over SSH it is assembled in a file
+# and sent by one write: written piece by piece (printf, then head's four files) it left in
+# several SSH packets, and each packet costs the client (docs/PERFORMANCE.md §2); it is sent at
+# once, never held back behind the next probe. $3: the probe's own cap + 1, if it has one.
+_FRAME = r"""frame() {
+  { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$2" "$s" "$t"; head -q -c "${3:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
   cat "$d/f"
 }
 """
@@ -146,6 +158,12 @@ done
 """
 
 
+def _fill(text: str, cap: int, frame: str = _FRAME, fsize: int | None = None) -> str:
+    return (text.replace("{frame}", frame).replace("{cap1}", str(max(cap + 1, 64)))  # markers fit
+            .replace("{grace}", str(KILL_GRACE_S))
+            .replace("{fsize}", str(max((fsize or cap) * 64 // 512, 2048))))
+
+
 def _pf_lines(probes: list[ProbeSpec]) -> str:
     return "\n".join(f"pf {i} {int(max(1, p.timeout))} {shlex.quote(p.mode)} {shlex.quote(p.cmd)}"
                       + (f" {p.cap + 1}" if p.cap else "") for i, p in enumerate(probes))
@@ -155,8 +173,7 @@ def driver_script(probes: list[ProbeSpec], nonce: str, cap: int = DEFAULT_CAP, o
     """The POSIX sh text that starts a node's driver with its first round of probes (`once`: and
     ends it after them, leaving nothing behind: the job's container runs one per round)."""
     fsize = max(cap, *(p.cap for p in probes)) if probes else cap
-    head = (_DRIVER.replace("{nonce}", nonce).replace("{cap1}", str(max(cap + 1, 64)))  # markers fit
-            .replace("{grace}", str(KILL_GRACE_S)).replace("{fsize}", str(max(fsize * 64 // 512, 2048))))
+    head = _fill(_PRELUDE + _WATCH + _BODY, cap, fsize=fsize).replace("{nonce}", nonce)
     return head + _pf_lines(probes) + "\n" + (_ONCE if once else _LOOP.replace("{nonce}", nonce))
 
 
@@ -170,6 +187,56 @@ def remote_command(script: str) -> str:
     clock is a variable, not a process), else /bin/sh."""
     return (f"s={shlex.quote(script)}; if [ -x /bin/bash ]; then exec /bin/bash --norc --noprofile -c \"$s\"; fi; "
             f"exec /bin/sh -c \"$s\"")
+
+
+# `run --via slurm`: one srun step carries this program to every node (docs/SLURM.md §6). Its stdin
+# is srun's, broadcast to every task: a line `<task id> <payload>` is for that task alone (grep keeps
+# the node's own lines, in blocks: `sed -u` would read a byte at a time). A payload is either a
+# round, base64 of a gzipped script of `pf` lines (one line: no text in it can end or extend the round, so
+# nothing another node reported can become a command here), or `.`: give up on the running round
+# (kill its probe, skip its rest). stdin's EOF ends the program as it ends the SSH driver. Each round
+# names its own nonce, so a frame from a round the client gave up on is noise to the next one.
+# Output goes through srun --label, which splits lines at 1024 bytes and ends a partial line with a
+# newline: so every probe's frame body is sent as base64 lines of 760 characters; `@@PF:` lines
+# (begin, hello) are sent as they are.
+_STEP_WATCH = r"""( grep --line-buffered "^$id " <&3 | while IFS= read -r l; do
+  l=${l#* }
+  if [ "$l" = . ]; then : >"$d/abort"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -TERM "$p" 2>/dev/null
+  else printf '%s\n' "$l"; fi
+done; : >"$d/gone"; p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; kill -TERM $$ 2>/dev/null; } ) >"$d/q" &
+"""
+_STEP_ID = r"""case ${SLURM_PROCID:-} in ''|*[!0-9]*) echo "preflight: SLURM_PROCID is not set: not run by srun" >&2; exit 97 ;; esac
+id=$SLURM_PROCID
+"""
+_STEP_LOOP = r"""printf '@@PF:H %s %s\n' "$id" "${SLURMD_NODENAME:-}"
+while IFS= read -r l <&4; do
+  rm -f "$d/abort"
+  printf '%s\n' "$l" | base64 -d 2>/dev/null | gzip -dc >"$d/next" 2>/dev/null || continue
+  . "$d/next"
+done
+"""
+STEP_LINE = 760  # base64 characters a line: a multiple of 4 (each line decodes alone), under srun's 1024
+_STEP_FRAME = r"""frame() {
+  printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$2" "$s" "$t"
+  head -q -c "${3:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1" | base64 -w {line}
+}
+""".replace("{line}", str(STEP_LINE))
+STEP_HELLO = b"@@PF:H "
+STEP_ABORT = "."
+
+
+def step_program(cap: int = DEFAULT_CAP) -> str:
+    """The POSIX sh program srun starts on every node of the step; rounds come by `step_round`."""
+    body = _fill(_BODY, cap, frame=_STEP_FRAME).replace("{nonce}", "'\"$n\"'")
+    return _STEP_ID + _PRELUDE + _STEP_WATCH + body + _STEP_LOOP
+
+
+def step_round(probes: list[ProbeSpec], nonce: str) -> str:
+    """One round for a task of the step: base64 of its gzipped script (set this round's nonce, then pf
+    lines). gzip because every task reads every task's rounds: a ping mesh's round names every peer."""
+    script = (f"n={nonce}; printf '@@PF:%s:E\\n' \"$n\" >\"$d/e1\"; printf '@@PF:%s:Z\\n' \"$n\" >\"$d/z1\"\n"
+              + _pf_lines(probes) + "\n")
+    return base64.b64encode(gzip.compress(script.encode(), compresslevel=6, mtime=0)).decode()
 
 
 def new_nonce() -> str:

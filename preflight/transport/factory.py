@@ -3,13 +3,18 @@
 so one place decides which options mean which transport."""
 from __future__ import annotations
 
+from typing import Sequence
+
+from ..node import Node
 from . import Transport
 
 
-def make_transport(replay: str | None = None, local: bool = False, via: str = "ssh") -> Transport:
+def make_transport(replay: str | None = None, local: bool = False, via: str = "ssh",
+                   nodes: Sequence[Node] = ()) -> Transport:
+    """`nodes`: with via="slurm", every node of the run (one srun step carries them all)."""
     if via == "slurm":
         from .slurm import SrunTransport
-        return SrunTransport()
+        return SrunTransport(nodes)
     if replay:
         from .replay import ReplayTransport
         return ReplayTransport(replay)

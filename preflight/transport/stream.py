@@ -29,6 +29,29 @@ class Stream(Protocol):
     def close(self) -> None: ...
 
 
+def collect(stream: Stream, nonce: str, probes: list[ProbeSpec], cancel: threading.Event,
+            cap: int = DEFAULT_CAP) -> tuple[dict[str, CommandOutput], str | None]:
+    """Read one round's frames from `stream`: (outputs so far, why the round did not finish or None)."""
+    parser = FrameParser(nonce, probes, cap)
+    done: dict[str, CommandOutput] = {}
+    idle_limit = max(p.timeout for p in probes) + IDLE_SLACK_S
+    last = time.monotonic()
+    while len(done) < len(probes):
+        if cancel.is_set():
+            return done, CANCELLED
+        data = stream.read()
+        if data is None:
+            if time.monotonic() - last > idle_limit:
+                return done, f"no output for {idle_limit:.0f}s (node hung)"
+            continue
+        if data == b"":
+            return done, CANCELLED if cancel.is_set() else "connection lost before the probe finished"
+        last = time.monotonic()
+        for i, out in parser.feed(data):
+            done[probes[i].key] = out
+    return done, None
+
+
 class Batcher:
     def __init__(self, open_stream: Callable[[str], Stream], cap: int = DEFAULT_CAP):
         self._open = open_stream
@@ -55,33 +78,13 @@ class Batcher:
                     self._stream = self._open(driver_script(probes, self._nonce, self.cap))
                 else:
                     self._stream.send(round_script(probes, self._nonce).encode())
-                done, why = self._collect(self._stream, probes, cancel)
+                done, why = collect(self._stream, self._nonce, probes, cancel, self.cap)
             except (OSError, EOFError) as exc:
                 done, why = {}, f"connection lost: {exc or type(exc).__name__}"
             if why:
                 self._close()
                 return unfinished(probes, done, why)
             return done
-
-    def _collect(self, stream: Stream, probes: list[ProbeSpec], cancel: threading.Event):
-        parser = FrameParser(self._nonce, probes, self.cap)
-        done: dict[str, CommandOutput] = {}
-        idle_limit = max(p.timeout for p in probes) + IDLE_SLACK_S
-        last = time.monotonic()
-        while len(done) < len(probes):
-            if cancel.is_set():
-                return done, CANCELLED
-            data = stream.read()
-            if data is None:
-                if time.monotonic() - last > idle_limit:
-                    return done, f"no output for {idle_limit:.0f}s (node hung)"
-                continue
-            if data == b"":
-                return done, CANCELLED if cancel.is_set() else "connection lost before the probe finished"
-            last = time.monotonic()
-            for i, out in parser.feed(data):
-                done[probes[i].key] = out
-        return done, None
 
     def _close(self) -> None:
         if self._stream is not None:

@@ -3,7 +3,6 @@ network namespace, and `sim down` stopping every daemon by PID and removing Slur
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -61,36 +60,3 @@ def test_down_stops_every_daemon_and_removes_state(sim_cluster_factory):
              and psutil.Process(r["pid"]).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
     assert not sdir.exists()
-
-
-def _results(path):
-    import json
-    rep = json.loads(Path(path).read_text())
-    return {(r["check"], r["node"]): (r["status"], r["summary"]) for r in rep["results"]}, rep["exit_code"]
-
-
-def test_run_via_slurm_reports_what_ssh_reports(slurm_cluster, tmp_path):
-    """The same driver through srun: every result equal to the SSH run's, apart from ssh.connect
-    (and round-trip times, which differ run to run)."""
-    c = slurm_cluster
-    c.inject("node02", "npu_health", device=3, status="Alarm", codes=["A4025021"])
-    c.inject("node04", "link_down", device=5)
-    try:
-        outs = {}
-        for via in ("ssh", "slurm"):
-            cp = subprocess.run([sys.executable, "-m", "preflight.cli", "run", str(c.inventory_path), "--via", via,
-                                 "--skip", "smoke.allreduce", "--format", "json", "--quiet",
-                                 "--output", str(tmp_path / f"{via}.json")],
-                                env=c.slurm_env(), capture_output=True, text=True, timeout=300)
-            assert cp.returncode == 1, cp.stderr
-            outs[via] = _results(tmp_path / f"{via}.json")
-    finally:
-        c.reset()
-    (ssh, ssh_rc), (srun, srun_rc) = outs["ssh"], outs["slurm"]
-    assert ssh_rc == srun_rc == 1
-    assert ssh.keys() == srun.keys()
-    differ = {k for k in ssh if ssh[k] != srun[k] and k[0] not in ("ssh.connect", "net.ping_mesh")}
-    assert differ == set()
-    assert ssh[("net.ping_mesh", None)][0] == srun[("net.ping_mesh", None)][0]
-    assert srun[("npu.health", "node02")][0] == "fail" and srun[("hccn.link", "node04")][0] == "fail"
-    assert "srun" in srun[("ssh.connect", "node01")][1]

@@ -3,8 +3,11 @@ sinfo parsing, NHC's drain/resume rule, --need's choice, and the bad-input exit 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from preflight.model import Result, Status
 from preflight.slurm import drain
@@ -137,3 +140,17 @@ def test_run_via_slurm_without_srun_is_exit_5(tmp_path):
     cp = subprocess.run([*PREFLIGHT, "run", str(inv), "--via", "slurm"], capture_output=True, text=True,
                         timeout=60, env=dict(os.environ, PATH=str(empty)))
     assert cp.returncode == 5 and "srun not found on PATH" in _one_line(cp)
+
+
+@pytest.mark.skipif(shutil.which("sinfo") is None or shutil.which("srun") is None, reason="slurm-client not installed")
+def test_run_via_slurm_when_slurm_cannot_be_asked_is_exit_5(tmp_path):
+    """sinfo failing (a broken slurm.conf, slurmctld down) stops `run --via slurm` before any node:
+    one line with sinfo's own words, exit 5."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: node01, host: 127.0.0.1}\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("")  # sinfo: s_p_parse_file: file ... is empty; fatal: Unable to process configuration file
+    cp = subprocess.run([*PREFLIGHT, "run", str(inv), "--via", "slurm"], capture_output=True, text=True,
+                        timeout=60, env=dict(os.environ, SLURM_CONF=str(conf)))
+    assert cp.returncode == 5, cp.stderr
+    assert _one_line(cp).startswith("preflight: sinfo failed") and "configuration file" in cp.stderr
