@@ -30,36 +30,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
 from preflight import nodeset  # noqa: E402
 from preflight.inventory import load  # noqa: E402
-from preflight.registry import discover  # noqa: E402
-
-
-def env() -> dict[str, str]:
-    e = dict(os.environ)
-    e.pop("PYTHONDONTWRITEBYTECODE", None)
-    return e
-
-
-def cluster_checks() -> str:
-    return ",".join(c.id for c in discover().values() if c.scope == "cluster")
-
-
-def timed(cmd: list[str]) -> dict:
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env())
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - t0
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "user": ru.ru_utime, "sys": ru.ru_stime,
-            "rss_mb": ru.ru_maxrss / 1024, "nvcsw": ru.ru_nvcsw, "nivcsw": ru.ru_nivcsw,
-            "rc": os.waitstatus_to_exitcode(status), "stderr": err[-300:]}
-
-
-def sim(*args: str, sim_dir: str) -> None:
-    subprocess.run([sys.executable, "-m", "preflight.sim.cli", *args, "--dir", sim_dir], check=True,
-                   stdout=subprocess.DEVNULL, env=env())
+from fanout import bench_env, cluster_checks, sim, timed  # noqa: E402
 
 
 def median(rows: list[dict]) -> dict:
@@ -95,7 +70,7 @@ def main() -> None:
                 res[n].append(timed(base + ["--limit", nodeset.fold(names[:n])]))
         if args.profile:
             subprocess.run(["py-spy", "record", "--gil", "--nonblocking", "-r", "250", "-f", "raw",
-                            "-o", args.profile, "--"] + base, env=env(), stdout=subprocess.DEVNULL, check=False)
+                            "-o", args.profile, "--"] + base, env=bench_env(), stdout=subprocess.DEVNULL, check=False)
     finally:
         sim("down", sim_dir=sim_dir)
         shutil.rmtree(folder, ignore_errors=True)

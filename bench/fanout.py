@@ -39,21 +39,31 @@ def cluster_checks() -> str:
 CLUSTER_CHECKS = cluster_checks()
 
 
+def bench_env() -> dict[str, str]:
+    """This environment without PYTHONDONTWRITEBYTECODE: a run that compiles its modules every time
+    measures the compiler, not preflight (the benchmarks compile the tree once instead)."""
+    e = dict(os.environ)
+    e.pop("PYTHONDONTWRITEBYTECODE", None)
+    return e
+
+
 def timed(cmd: list[str], env: dict | None = None) -> dict:
-    """Run a command; wall seconds, client CPU seconds (self + children), peak RSS in MB."""
+    """Run a command; wall seconds, client CPU seconds (self + children, user and sys), peak RSS in
+    MB, voluntary and involuntary context switches, exit code."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or bench_env())
     _, status, ru = os.wait4(proc.pid, 0)
     wall = time.monotonic() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "user": ru.ru_utime, "sys": ru.ru_stime,
+            "rss_mb": ru.ru_maxrss / 1024, "nvcsw": ru.ru_nvcsw, "nivcsw": ru.ru_nivcsw,
             "rc": proc.returncode, "stderr": err[-500:]}
 
 
-def sim(*args: str, sim_dir: str) -> None:
-    subprocess.run([sys.executable, "-m", "preflight.sim.cli", *args, "--dir", sim_dir], check=True,
-                   stdout=subprocess.DEVNULL)
+def sim(*args: str, sim_dir: str, check: bool = True) -> None:
+    subprocess.run([sys.executable, "-m", "preflight.sim.cli", *args, "--dir", sim_dir], check=check,
+                   stdout=subprocess.DEVNULL, env=bench_env())
 
 
 def spec_file(n: int, folder: str) -> str:

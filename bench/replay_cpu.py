@@ -38,22 +38,18 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
+from fanout import bench_env, sim  # noqa: E402
 from preflight.registry import discover  # noqa: E402
 
 FORMATS = ("json", "table", "jsonl", "junit", "markdown", "prometheus", "html")
 UNCLONABLE = ("net.ping_mesh", "hccn.ping_mesh", "smoke.allreduce")  # commands name peers / a rendezvous
 
 
-def env() -> dict[str, str]:
-    e = dict(os.environ)
-    e.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled bytecode, as an installed preflight has
-    return e
-
-
 def cpu_of(cmd: list[str]) -> tuple[float, float, int]:
     """Client CPU (user+sys, self and children), peak RSS in MB, exit code."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env())
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=bench_env())
     _, status, ru = os.wait4(proc.pid, 0)
     return ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
@@ -66,17 +62,15 @@ def record_from_sim(n: int, folder: Path) -> tuple[Path, Path]:
     sim_dir = folder / "sim"
     spec = folder / "spec.yaml"
     spec.write_text(f"cluster: rec{n}\nnodes: {n}\n")
-    subprocess.run([sys.executable, "-m", "preflight.sim.cli", "up", str(spec), "--dir", str(sim_dir)], check=True,
-                   stdout=subprocess.DEVNULL, env=env())
+    sim("up", str(spec), sim_dir=str(sim_dir))
     try:
         inv = folder / "recorded.yaml"
         shutil.copy(sim_dir / "inventory.yaml", inv)
         rec = folder / "recording"
         subprocess.run(preflight("run", str(inv), "--skip", ",".join(UNCLONABLE), "--record", str(rec),
-                                 "--format", "json", "--output", os.devnull, "--quiet"), env=env(), check=False)
+                                 "--format", "json", "--output", os.devnull, "--quiet"), env=bench_env(), check=False)
     finally:
-        subprocess.run([sys.executable, "-m", "preflight.sim.cli", "down", "--dir", str(sim_dir)], check=False,
-                       stdout=subprocess.DEVNULL, env=env())
+        sim("down", sim_dir=str(sim_dir), check=False)
     return rec, inv
 
 

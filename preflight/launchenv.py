@@ -18,10 +18,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def script(node: Node) -> Shell:
     """Shell text that builds the launch environment (sourcing env_files, applying env)."""
-    try:
-        return _script(tuple(node.env_files), tuple(node.env.items()))
-    except TypeError:  # an unhashable value: built anyway, without the cache
-        return _script.__wrapped__(tuple(node.env_files), tuple(node.env.items()))
+    return _script(tuple(node.env_files), tuple(node.env.items()))  # env values are strings (inventory)
 
 
 @functools.lru_cache(maxsize=4096)

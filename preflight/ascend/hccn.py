@@ -191,13 +191,14 @@ def optical_value(value: str) -> float | None:
 
 _OPTICAL_FIELD = re.compile(r"^([^:\n]*):([^\n]*)$", re.M)
 _OPTICAL_BARE = re.compile(r"^[^:\n]*[^:\s][^:\n]*$", re.M)  # a non-blank line with no colon
-_ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines() breaks too
+# The line breaks str.splitlines() takes besides "\n": text with one takes the parsers' line-by-line path.
+ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _optical_fields(text: str) -> dict[str, str]:
     """`key : value` lines as printed. One regex scan where lines end in `\\n` (8 devices a node,
     50 lines each); other line breaks take the line-by-line path, as str.splitlines() reads them."""
-    if not _ODD_BREAKS.search(text):
+    if not ODD_BREAKS.search(text):
         bare = _OPTICAL_BARE.search(text)
         if bare:
             raise ParseError("hccn_tool -optical -g: expected `key : value`", bare.group(0))

@@ -28,6 +28,7 @@ from typing import Iterable
 from ..checkapi import CommandOutput, ParseError, Probe, Shell, cmd, sh
 from ..node import Node
 from . import npu_smi
+from .hccn import ODD_BREAKS
 
 NPU_SMI_INFO = "npu-smi info"
 NPU_SMI_MAP = "npu-smi info -m"
@@ -63,7 +64,6 @@ def hccn_loop(node: Node, devices: Iterable[int], args: str) -> Shell:
 
 
 _LOOP_MARK = re.compile(r"^(?:@@dev|@@rc) [^\n]*", re.M)
-_ODD_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines() breaks too
 
 
 def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
@@ -74,7 +74,7 @@ def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
     not rebuilt line by line (7 loops x 8 devices a node); text with other line breaks than
     `\\n` takes the line-by-line path, which reads them as `str.splitlines()` does."""
     text = out.stdout
-    if _ODD_BREAKS.search(text):
+    if ODD_BREAKS.search(text):
         return _split_lines(text)
     per_dev: dict[int, CommandOutput] = {}
     dev: int | None = None
