@@ -13,6 +13,7 @@ from importlib import resources
 import click
 import yaml
 
+from . import netns
 from .cluster import Cluster
 from .procs import SimError
 from .record import default_dir
@@ -57,7 +58,16 @@ def up_cmd(spec: str, directory: str | None, mode: str, slurm: bool) -> None:
 @sim.command("down", help="Tear the cluster down: processes, namespaces, bridges, mounts, files. Safe twice.")
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
 @click.option("--purge", is_flag=True, help="also delete the client key and the directory")
-def down_cmd(directory: str | None, purge: bool) -> None:
+@click.option("--stale", is_flag=True, help="instead: remove every simulated cluster's namespaces that nothing "
+              "runs in, and their bridges (what a killed run leaves behind); live clusters stay")
+def down_cmd(directory: str | None, purge: bool, stale: bool) -> None:
+    if stale:
+        if not netns.available()[0]:
+            click.echo("no namespaces here: nothing stale", err=True)
+            return
+        gone = netns.destroy_stale()
+        click.echo(f"removed {len(gone)} stale namespace(s) and link(s)" if gone else "nothing stale", err=True)
+        return
     try:
         found = Cluster.down_dir(directory, purge=purge)
     except SimError as exc:

@@ -216,6 +216,23 @@ def destroy(namespaces: Iterable[str], links: Iterable[str]) -> None:
         batch([f"link del {link}" for link in gone], check=False)
 
 
+def destroy_stale() -> list[str]:
+    """Delete simulated clusters' namespaces that nothing runs in, and the bridges and veths whose
+    cluster has no namespace left. A live cluster has its sshd in every namespace; one whose
+    processes were killed (a session or a CI run ended mid-test) leaves namespaces, bridges and
+    their permanent neighbour entries behind, which the next run's clusters then share the host
+    with. Returns what was removed."""
+    with NetLock():
+        dead = [ns for ns in list_namespaces() if ns.startswith("pfs-") and not ns_pids(ns)]
+        if dead:
+            batch([f"netns del {ns}" for ns in dead], check=False)
+        live_tags = {ns.split("-")[1] for ns in list_namespaces() if ns.startswith("pfs-") and ns.count("-") >= 2}
+        links = [ln for ln in list_links() if ln.startswith("pfs") and ln[3:7] not in live_tags]
+        if links:
+            batch([f"link del {ln}" for ln in links], check=False)
+    return dead + links
+
+
 def apply_net(ns: str, state: dict[str, Any], plen: int) -> None:
     """Make the device network match state['net']: addresses, interface up/down, DROP rules, and a
     GPU node's RoCE netdevs up or down (`roce_down`)."""

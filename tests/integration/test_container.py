@@ -206,7 +206,8 @@ def test_allreduce_cut_by_the_deadline_leaves_nothing(sim_cluster, jobs, tmp_pat
         t0 = time.monotonic()
         rep = run(inv, ["smoke.allreduce"], deadline=20)
         assert time.monotonic() - t0 < 30
-        assert one(rep, None, "smoke.allreduce").status is Status.ERROR
+        cut = one(rep, None, "smoke.allreduce")
+        assert cut.status is Status.ERROR, (cut.summary, cut.details)
         assert wait_clean(sim_cluster, jobs, sim_cluster.node("n1").host) == []
     finally:
         sim_cluster.exec("n1", f"iptables -D {rule}")

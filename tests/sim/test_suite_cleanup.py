@@ -11,6 +11,9 @@ from pathlib import Path
 import psutil
 
 from preflight.sim import netns as simnet
+from preflight.sim import procs
+from preflight.sim.cluster import Cluster
+from preflight.sim.fixtures import requires_netns
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,3 +48,29 @@ def test_session_teardown_leaves_nothing(tmp_path: Path) -> None:
         assert not set(made["namespaces"]) & set(simnet.list_namespaces())
         assert not [ln for ln in simnet.list_links() if ln.startswith(f"pfs{made['tag']}")]
     assert not Path(made["dir"]).exists()
+
+
+@requires_netns
+def test_down_stale_removes_a_killed_clusters_namespaces_and_keeps_a_live_one(tmp_path: Path) -> None:
+    """A run killed with SIGKILL cannot tear its clusters down: `sim down --stale` (what .ci/run
+    calls first) removes the namespaces nothing runs in and their bridges, and a live cluster keeps
+    answering."""
+    dead = Cluster.up({"nodes": 2}, dir=tmp_path / "dead", mode="netns")
+    live = Cluster.up({"nodes": 2}, dir=tmp_path / "live", mode="netns")
+    try:
+        for ns in dead.rec["namespaces"]:  # what SIGKILL of the whole run leaves: namespaces, no process
+            procs.kill_pids(simnet.ns_pids(ns))
+        cp = subprocess.run([sys.executable, "-m", "preflight.sim.cli", "down", "--stale"],
+                            capture_output=True, text=True, timeout=120)
+        assert cp.returncode == 0 and "removed" in cp.stderr, cp.stderr
+        left = [ns for ns in simnet.list_namespaces() if ns.startswith("pfs-")]
+        assert not set(dead.rec["namespaces"]) & set(left)
+        assert set(live.rec["namespaces"]) <= set(left)
+        links = set(simnet.list_links())
+        assert not set(dead.rec["links"]) & links and set(live.rec["links"]) <= links
+        st = subprocess.run([sys.executable, "-m", "preflight.sim.cli", "status", "--dir", str(live.dir)],
+                            capture_output=True, text=True, timeout=120)
+        assert st.stdout.count("answering") == 2, st.stdout
+    finally:
+        live.down(purge=True)
+        dead.down(purge=True)
