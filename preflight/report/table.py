@@ -1,5 +1,6 @@
 """The checklist a person reads: verdict first, failures first, identical lines folded across nodes,
-each fail/warn with its fix; past a handful of nodes, a node-by-check matrix as well."""
+each fail/warn with its fix; past a handful of nodes, a node-by-check matrix as well (identical
+rows folded)."""
 from __future__ import annotations
 
 from rich.console import Console, Group as RGroup
@@ -7,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import NodeStateKind, Report, Status
+from ..nodeset import fold
 from .group import by_node, condensed, grouped, sections
 
 STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "yellow",
@@ -59,16 +61,22 @@ def checklist(report: Report, show_pass: bool = True) -> Table:
 
 
 def matrix(report: Report) -> Table:
+    """Node by check, nodes whose rows are identical (same state, same marks) folded into one node
+    range, in inventory order: a thousand healthy nodes are one line, and the odd ones stand out.
+    (The HTML heat map folds the same way.)"""
     cells = by_node(report)
     checks = list(dict.fromkeys(r.check for r in report.results if r.node))
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("node")
-    for c in checks:
-        table.add_column(c, justify="center")
+    rows: dict[tuple, list[str]] = {}
     for n in report.nodes:
         row = cells.get(n.name, {})
-        label = Text(n.name, style="" if n.state is NodeStateKind.OK else "bold magenta")
-        table.add_row(label, *[Text(MARK[row[c]], style=STYLE[row[c]]) if c in row else Text("") for c in checks])
+        rows.setdefault((n.state is NodeStateKind.OK, tuple(row.get(c) for c in checks)), []).append(n.name)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("node", overflow="fold")  # a node range is never cut short
+    for c in checks:
+        table.add_column(c, justify="center")
+    for (ok, marks), names in rows.items():
+        label = Text(fold(names), style="" if ok else "bold magenta")
+        table.add_row(label, *[Text(MARK[s], style=STYLE[s]) if s is not None else Text("") for s in marks])
     return table
 
 

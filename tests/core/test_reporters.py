@@ -259,3 +259,21 @@ def test_junit_names_unique_and_stable_on_a_runner_report(tmp_path):
     data = [n for c, n in first if c == "preflight.storage.data"]
     assert data[:3] == ["n1", "n1 #2", "n1 #3"] and data[3:] == ["n2", "n2 #2", "n2 #3"]
     assert run() == first
+
+
+def test_table_matrix_folds_identical_rows_and_keeps_the_odd_ones():
+    """Past a handful of nodes the checklist adds a node x check matrix; nodes whose rows are the
+    same (state and marks) share one line with their node range, so 1,000 healthy nodes are one
+    line and a failing or unreachable node keeps a line of its own."""
+    names = [f"n{i:03d}" for i in range(1, 13)]
+    nodes = tuple(NodeState(n, f"10.0.0.{i}") for i, n in enumerate(names, 1)) + (
+        NodeState("n013", "10.0.0.13", NodeStateKind.UNREACHABLE, "connection refused"),)
+    results = [Result("ssh.connect", n, Status.PASS, "connected") for n in names]
+    results.append(Result("ssh.connect", "n013", Status.ERROR, "unreachable"))
+    results += [Result("npu.health", n, Status.FAIL if n == "n005" else Status.PASS, "x") for n in names]
+    rep = Report(started_at="2026-12-01T04:00:00Z", finished_at="2026-12-01T04:00:07Z", inventory_path="i.yaml",
+                 inventory_sha256="ab" * 32, nodes=nodes, results=tuple(results), cluster="c", tool_version="0.1.0")
+    text = render(rep, "table")
+    rows = text[text.index("\nnode ") + 1:].split("\n\n")[0].splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["n[001-004,006-012]", "n005", "n013"], text
+    assert rows[0].split()[1:] == ["✓", "✓"] and rows[1].split()[1:] == ["✓", "✗"] and rows[2].split()[1:] == ["?"]
