@@ -20,7 +20,6 @@ repair or remove broken links (`find <path> -xtype l`), and remount a stale netw
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any, Mapping
 
 from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, q, require_ok, sh
@@ -117,8 +116,8 @@ def unpaired(d: DataPath) -> list[tuple[str, str]]:
     """(present file, missing partner) for every .bin without .idx and .idx without .bin."""
     have = set(d.bins) | set(d.idxs)
     out = []
-    for f in sorted(have):
-        partner = str(PurePosixPath(f).with_suffix(PAIR[PurePosixPath(f).suffix]))
+    for f in sorted(have):  # every name ends in .bin or .idx (see _parse_one): swap the last 4 chars
+        partner = f[:-4] + PAIR[f[-4:]]  # (a dotfile named `.bin` has no Path suffix; this pairs it too)
         if partner not in have:
             out.append((f, partner))
     return out
