@@ -41,7 +41,8 @@ def split(probes: list[ProbeSpec], cap: int = DEFAULT_CAP) -> tuple[list[ProbeSp
     for i, (prefix, members) in enumerate(groups.items()):
         nonce = new_nonce()
         inner = tuple(ProbeSpec(key=str(j), cmd=m.inner, timeout=m.inner_timeout) for j, m in enumerate(members))
-        timeout = START_SLACK_S + sum(int(max(1, m.inner_timeout)) + INNER_KILL_S + 1 for m in inner)
+        # The members' own timeouts (as `inner` carries them): summed, the host call outlives them all.
+        timeout = START_SLACK_S + sum(int(max(1, m.timeout)) + INNER_KILL_S + 1 for m in inner)
         first = members[0]  # one runtime, one privilege for all of them (runner._spec)
         spec = ProbeSpec(key=f"job{i}", cmd=batch_command(prefix, driver_script(list(inner), nonce, cap, once=True)),
                          timeout=timeout, root=first.root, group=first.group, become=first.become,

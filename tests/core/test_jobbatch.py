@@ -11,7 +11,9 @@ import threading
 import time
 from pathlib import Path
 
+from preflight.container import INNER_KILL_S, START_SLACK_S
 from preflight.node import Node
+from preflight.transport import jobbatch
 from preflight.transport.batch import ProbeSpec
 from preflight.transport.local import LocalTransport
 from tests.core.test_batch import local_run as run
@@ -86,3 +88,15 @@ def test_a_cut_kills_the_probe_inside_and_leaves_no_fifo(tmp_path):
     while subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode == 0 and time.monotonic() < end:
         time.sleep(0.1)
     assert subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode == 1  # gone
+
+
+def test_the_one_call_outlives_every_probe_inside():
+    """The host call's timeout is the members' own timeouts summed (each with the kill grace) plus
+    the runtime's start-up slack: a job-side probe allowed 110 s (an all-reduce rank) is never cut
+    by the batch around it. It was 19 s whatever the members were allowed."""
+    members = [job("rank", "true", "rt", timeout=110), job("env", "true", "rt", timeout=60),
+               ProbeSpec("h", "echo host", 5)]
+    plain, (batch,) = jobbatch.split(members)
+    assert [m.timeout for m in batch.members] == [110, 60]
+    assert batch.spec.timeout == START_SLACK_S + (110 + INNER_KILL_S + 1) + (60 + INNER_KILL_S + 1)
+    assert batch.spec in plain and [p.key for p in plain] == ["h", "job0"]
