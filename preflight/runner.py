@@ -468,6 +468,11 @@ class Runner:
             denied = next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), ProbesNotRun)), None)
             if denied is not None:
                 findings.append(replace(denied.finding(), node=name))
+            elif isinstance(own := r.facts.get(info.id), BaseException):
+                # Its own probes' output could not be read there (a parse error, a probe that timed
+                # out): the context leaves the node out, so without this it would be judged nowhere
+                # and a cluster of the rest could pass.
+                findings.append(replace(_error_finding(info, own, {}), node=name))
         duration = time.monotonic() - t0 + sum(o.duration_s for outs in ctx.planned.values() for o in outs.values())
         if findings and not any(f.node is None for f in findings):
             findings.insert(0, Finding(worst(f.status for f in findings), f"{len(findings)} node(s) flagged",

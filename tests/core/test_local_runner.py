@@ -405,3 +405,25 @@ def test_strict_makes_a_warning_fail(checks, inventory):
     inv = inventory("n1")
     assert Runner(inv, LocalTransport(), Options()).run().exit_code == 0
     assert Runner(inv, LocalTransport(), Options(strict=True)).run().exit_code == 1
+
+
+def test_a_node_whose_output_a_cluster_check_could_not_read_is_an_error_there(checks, inventory):
+    """A cluster check with probes of its own (sw.consistency, plan.parallel, ...): a node whose
+    output its parser refuses is left out of the context, so the check itself never sees it; the
+    runner names it as an error on that node, and the run is not ready."""
+    def parse(outs):
+        text = outs["who"].stdout.strip()
+        if text == "n2":
+            raise ParseError("unexpected answer", text)
+        return text
+
+    info = CheckInfo("fake.cons", "cluster",
+                     module("fake.cons", probes=lambda node, params: {"who": cmd("echo {n}", n=node.name)},
+                            parse=parse, evaluate=lambda ctx: [Finding(Status.PASS, f"judged {sorted(n for n, f in ctx.facts.items() if f)}")]),
+                     (), (), {})
+    checks(info)
+    rep = Runner(inventory("n1", "n2", "n3"), LocalTransport(), Options()).run()
+    assert one(rep, "fake.cons", None).summary == "judged ['n1', 'n3']"
+    bad = one(rep, "fake.cons", "n2")
+    assert bad.status is Status.ERROR and "could not read the output: unexpected answer" in bad.summary
+    assert rep.exit_code != 0
