@@ -59,7 +59,8 @@ def up_cmd(spec: str, directory: str | None, mode: str, slurm: bool) -> None:
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, help=DIR_HELP)
 @click.option("--purge", is_flag=True, help="also delete the client key and the directory")
 @click.option("--stale", is_flag=True, help="instead: remove every simulated cluster's namespaces that nothing "
-              "runs in, and their bridges (what a killed run leaves behind); live clusters stay")
+              "runs in, and their bridges (what a killed run leaves behind); running clusters stay (not while one is "
+              "being brought up)")
 def down_cmd(directory: str | None, purge: bool, stale: bool) -> None:
     if stale:
         if not netns.available()[0]:

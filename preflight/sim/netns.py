@@ -221,7 +221,8 @@ def destroy_stale() -> list[str]:
     cluster has no namespace left. A live cluster has its sshd in every namespace; one whose
     processes were killed (a session or a CI run ended mid-test) leaves namespaces, bridges and
     their permanent neighbour entries behind, which the next run's clusters then share the host
-    with. Returns what was removed."""
+    with. A cluster still being brought up has namespaces before its sshd: run this when none is.
+    Returns what was removed."""
     with NetLock():
         dead = [ns for ns in list_namespaces() if ns.startswith("pfs-") and not ns_pids(ns)]
         if dead:
