@@ -149,6 +149,8 @@ class SrunStep:
     def _spawn(self, names: list[str], immediate: int) -> None:
         self.out_q.put(None)  # a writer of an earlier attempt ends
         self.errors, self.ended = [], False
+        with self.cond:  # srun's words about a node in an earlier attempt are not this attempt's
+            self.lost.clear()
         self.proc = subprocess.Popen(srun_argv(names, immediate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         self.out_q = queue.Queue()

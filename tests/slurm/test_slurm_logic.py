@@ -154,3 +154,43 @@ def test_run_via_slurm_when_slurm_cannot_be_asked_is_exit_5(tmp_path):
                         timeout=60, env=dict(os.environ, SLURM_CONF=str(conf)))
     assert cp.returncode == 5, cp.stderr
     assert _one_line(cp).startswith("preflight: sinfo failed") and "configuration file" in cp.stderr
+
+
+SINFO_THEN_N2_DOWN = """#!/bin/sh
+c=$(cat "$0.n" 2>/dev/null || echo 0); c=$((c+1)); echo $c >"$0.n"
+if [ $c = 1 ]; then printf 'n1 idle none\\nn2 idle none\\n'; else printf 'n1 idle none\\nn2 down* Not responding\\n'; fi
+"""
+# The first step fails (n2's launch, and srun names n1's task as killed); the retry runs n1's task
+# for real: the step program in a plain shell, its output labelled as `srun --label` does.
+SRUN_FAILS_ONCE = """#!/bin/bash
+c=$(cat "$0.n" 2>/dev/null || echo 0); c=$((c+1)); echo $c >"$0.n"
+if [ $c = 1 ]; then
+  echo "srun: error: Task launch for StepId=5.0 failed on node n2: Communication connection failure" >&2
+  echo "srun: error: n1: task 0: Killed" >&2
+  exit 1
+fi
+prog="${@: -1}"
+SLURM_PROCID=0 SLURMD_NODENAME=n1 /bin/sh -c "$prog" | sed -u 's/^/0: /'
+"""
+
+
+def test_a_relaunched_node_is_not_judged_by_the_failed_attempts_words(tmp_path, monkeypatch):
+    """run --via slurm retries the step once without the nodes that went down meanwhile: a node
+    srun spoke of in the failed attempt ("task 0: Killed") answers in the retry like any other."""
+    import threading
+
+    from preflight.node import Node
+    from preflight.transport.batch import ProbeSpec
+    from preflight.transport.slurm import SrunTransport
+
+    for name, body in (("sinfo", SINFO_THEN_N2_DOWN), ("srun", SRUN_FAILS_ONCE)):
+        (tmp_path / name).write_text(body)
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    t = SrunTransport([Node("n1", "n1", connect_timeout=5), Node("n2", "n2", connect_timeout=5)])
+    cancel = threading.Event()
+    try:
+        out = t.connect(t.step.nodes["n1"], cancel).run([ProbeSpec("k", "echo hi", 10)], cancel)
+        assert (out["k"].stdout, out["k"].rc, out["k"].error) == ("hi\n", 0, None)
+    finally:
+        t.close()
