@@ -34,7 +34,7 @@ from ..model import CommandOutput, NodeStateKind
 from ..node import Node
 from ..nodeset import expand
 from ..slurm.commands import SlurmError, node_states
-from . import ConnectError, unfinished
+from . import ConnectError, jobbatch, unfinished
 from .batch import DEFAULT_CAP, STEP_ABORT, STEP_HELLO, ProbeSpec, new_nonce, step_program, step_round
 from .stream import CANCELLED, POLL_S, collect
 
@@ -358,6 +358,15 @@ class SrunSession:
         self._lock = threading.Lock()
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
+        """Every probe's output by key; job-side probes travel as one runtime call per container
+        (preflight.transport.jobbatch), as over SSH: the step carries the batch, not its members."""
+        sent, batches = jobbatch.split(probes, self.cap)
+        done = self._run(sent, cancel)
+        for b in batches:
+            done.update(jobbatch.unwrap(b, done.pop(b.spec.key, None), self.cap))
+        return done
+
+    def _run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         if not probes:
             return {}
         with self._lock:

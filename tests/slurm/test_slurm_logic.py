@@ -194,3 +194,37 @@ def test_a_relaunched_node_is_not_judged_by_the_failed_attempts_words(tmp_path, 
         assert (out["k"].stdout, out["k"].rc, out["k"].error) == ("hi\n", 0, None)
     finally:
         t.close()
+
+
+def test_job_side_probes_travel_through_srun_as_one_runtime_call(tmp_path, monkeypatch):
+    """Through srun as over SSH: a node's job-side probes of a round are ONE runtime call (the
+    "runtime" here is a shell prefix that logs each call and runs the argv on this host), and each
+    probe still gets its own output."""
+    import shlex
+    import threading
+
+    from preflight.node import Node
+    from preflight.transport.batch import ProbeSpec
+    from preflight.transport.slurm import SrunTransport
+
+    (tmp_path / "sinfo").write_text("#!/bin/sh\nprintf 'n1 idle none\\n'\n")
+    (tmp_path / "srun").write_text(SRUN_FAILS_ONCE.replace('c=$(cat "$0.n" 2>/dev/null || echo 0)', "c=1"))
+    for name in ("sinfo", "srun"):
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    log = tmp_path / "calls"
+    body = 'echo call >>"$0"; exec "$@"'
+    rt = f"sh -c {shlex.quote(body)} {shlex.quote(str(log))}"
+
+    def job(key, inner):
+        return ProbeSpec(key, f"one-probe form of {key}", 20, job=True, inner=inner, inner_timeout=5, runtime=rt)
+
+    t = SrunTransport([Node("n1", "n1", connect_timeout=5)])
+    cancel = threading.Event()
+    try:
+        out = t.connect(t.step.nodes["n1"], cancel).run(
+            [ProbeSpec("h", "echo host", 10), job("a", "echo in-a"), job("b", "echo in-b >&2; exit 3")], cancel)
+    finally:
+        t.close()
+    assert (out["h"].stdout, out["a"].stdout, out["b"].stderr, out["b"].rc) == ("host\n", "in-a\n", "in-b\n", 3)
+    assert log.read_text().splitlines() == ["call"]
