@@ -283,9 +283,13 @@ class SrunStep:
             m = _LABEL.match(raw.rstrip(b"\n"))
             if m is not None:  # a task's own stderr (the driver's "mktemp failed")
                 name = self.tasks.get(int(m.group(1)))
+                said = m.group(2).decode("utf-8", "replace")[:200]
                 if name is not None:
                     with self.cond:
-                        self.lost.setdefault(name, m.group(2).decode("utf-8", "replace")[:200])
+                        self.lost.setdefault(name, said)
+                else:  # before its hello line (mktemp, mkfifo): kept as srun's words, which name the task's node
+                    self.errors.append(f"task {int(m.group(1))} error: {said}")
+                    self.errors = self.errors[-20:]
                 continue
             self.errors.append(line)
             self.errors = self.errors[-20:]

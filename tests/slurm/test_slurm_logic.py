@@ -228,3 +228,36 @@ def test_job_side_probes_travel_through_srun_as_one_runtime_call(tmp_path, monke
         t.close()
     assert (out["h"].stdout, out["a"].stdout, out["b"].stderr, out["b"].rc) == ("host\n", "in-a\n", "in-b\n", 3)
     assert log.read_text().splitlines() == ["call"]
+
+
+SRUN_TMPDIR_GONE = """#!/bin/bash
+prog="${@: -1}"
+SLURM_PROCID=0 SLURMD_NODENAME=n1 TMPDIR=/nonexistent/x /bin/sh -c "$prog" 2> >(sed -u 's/^/0: /' >&2) | sed -u 's/^/0: /'
+rc=${PIPESTATUS[0]}
+sleep 0.2
+echo "srun: error: n1: task 0: Exited with exit code $rc" >&2
+sleep 1
+"""
+
+
+def test_the_step_programs_own_failure_before_it_answered_is_said(tmp_path, monkeypatch):
+    """A task that fails before its hello line (here: no writable TMPDIR for its FIFO) is
+    unreachable with the program's own words, not only srun's exit code."""
+    import threading
+
+    from preflight.node import Node
+    from preflight.transport import ConnectError
+    from preflight.transport.slurm import SrunTransport
+
+    (tmp_path / "sinfo").write_text("#!/bin/sh\nprintf 'n1 idle none\\n'\n")
+    (tmp_path / "srun").write_text(SRUN_TMPDIR_GONE)
+    for name in ("sinfo", "srun"):
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    t = SrunTransport([Node("n1", "n1", connect_timeout=5)])
+    try:
+        with pytest.raises(ConnectError) as exc:
+            t.connect(t.step.nodes["n1"], threading.Event())
+    finally:
+        t.close()
+    assert "mktemp failed" in exc.value.reason and "exit code 97" in exc.value.reason, exc.value.reason
