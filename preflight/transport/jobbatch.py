@@ -52,6 +52,17 @@ def split(probes: list[ProbeSpec], cap: int = DEFAULT_CAP) -> tuple[list[ProbeSp
     return plain, batches
 
 
+def run_split(probes: list[ProbeSpec], cap: int, run) -> dict[str, CommandOutput]:
+    """Every probe's output by key through `run` (a session's own round: list of specs -> outputs),
+    the job-side probes sent as one runtime call per container and unwrapped: what every
+    transport's session does, so a node's job-side probes of a round cost one runtime start."""
+    sent, batches = split(probes, cap)
+    done = run(sent)
+    for b in batches:
+        done.update(unwrap(b, done.pop(b.spec.key, None), cap))
+    return done
+
+
 def unwrap(batch: JobBatch, out: CommandOutput | None, cap: int = DEFAULT_CAP) -> dict[str, CommandOutput]:
     """The job batch's one output -> each member's own, under the callers' keys."""
     got: dict[str, CommandOutput] = {}

@@ -63,11 +63,7 @@ class Batcher:
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         """Every probe's output by key; job-side probes travel as one runtime call per container
         (preflight.transport.jobbatch), unwrapped here."""
-        sent, batches = jobbatch.split(probes, self.cap)
-        done = self._run(sent, cancel)
-        for b in batches:
-            done.update(jobbatch.unwrap(b, done.pop(b.spec.key, None), self.cap))
-        return done
+        return jobbatch.run_split(probes, self.cap, lambda sent: self._run(sent, cancel))
 
     def _run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         if not probes:
