@@ -17,14 +17,11 @@ import yaml
 
 from . import nodeset, redact
 from .container import RUNTIMES, Container
+from .errors import InventoryError  # defined there so config.py needs no YAML; importers use this name
 from .node import Node, parse_jump
 
 if TYPE_CHECKING:
     import paramiko
-
-
-class InventoryError(ValueError):
-    """One line for the user: file, line, key, what is wrong and how to fix it."""
 
 
 # key -> (accepted types, Node field it fills). Mappings merge key by key; scalars/lists replace.
