@@ -8,14 +8,8 @@ from dataclasses import asdict
 
 import click
 
-from ..inventory import InventoryError, load
-from ..nodeset import fold
+from ..errors import InventoryError
 from ..ops import gate as gate_mod
-from ..ops import history as hist
-from ..ops import nagios as nagios_mod
-from ..registry import SelectionError
-from ..runner import Options, Runner
-from ..transport import factory
 from . import options
 from .common import (EXIT_INTERNAL, EXIT_USAGE, emit, ids, process_origin, safe_echo, say, warn_shared_addresses,
                      with_signals, writable_or_exit)
@@ -48,7 +42,12 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
          exclude_out, good_out, need, drain, drain_unreachable, resume, dry_run, drain_on) -> None:
     """Fast go/no-go before a job: exit 0 only when every node is usable (SPEC exit codes)."""
     from ..actions import parse_list
+    from ..inventory import load
+    from ..nodeset import fold
+    from ..registry import SelectionError
+    from ..runner import Options, Runner
     from ..slurm.commands import SlurmError
+    from ..transport import factory
     drain = drain or drain_unreachable
     if dry_run and not (drain or resume):
         say("--dry-run shows what --drain or --resume would do: give one of them", EXIT_USAGE)
@@ -107,13 +106,14 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
 
 def _acknowledged(report):
     """Acks from the default history database, when there is one (`preflight ack` writes there)."""
-    from ..ops import acks, memory
+    from ..ops import history as hist, memory
     try:
         conn = memory.open_default()
     except hist.HistoryError as exc:
         say(str(exc), EXIT_INTERNAL)
     if conn is None:
         return report
+    from ..ops import acks  # only with a database: it loads ClusterShell and the registry
     try:
         return acks.apply(report, acks.active(conn))
     finally:
@@ -138,6 +138,11 @@ def _say_drain(selected: dict, wanted) -> None:
 @options.deadline(default=50.0, help="Seconds for the run (Nagios kills a check at 60 s by default).")
 def nagios(inventory, checks, skip, limit, ssh_config, deadline) -> None:
     """Nagios/Icinga plugin: one status line with perfdata; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."""
+    from ..inventory import load
+    from ..ops import nagios as nagios_mod
+    from ..registry import SelectionError
+    from ..runner import Options, Runner
+    from ..transport import factory
     try:
         inv = load(inventory, limit=limit, ssh_config=ssh_config)
         opts = Options(checks=gate_mod.gate_checks(ids(checks), False), skip=ids(skip), deadline=deadline,
@@ -160,6 +165,7 @@ db_option = click.option("--db", type=click.Path(dir_okay=False),
 
 
 def _open(db: str | None):
+    from ..ops import history as hist
     try:
         return hist.open_db(db or hist.default_path(), create=False)
     except hist.HistoryError as exc:
@@ -176,7 +182,7 @@ def _open(db: str | None):
               help="Delete runs finished more than DAYS ago (and acks expired as long ago), then list.")
 def history(db, last, as_json, worst, as_html, keep_days) -> None:
     """List the stored runs, oldest first: id, time, verdict, counts."""
-    from ..ops import memory
+    from ..ops import history as hist, memory
     conn = _open(db)
     if keep_days is not None:
         gone = memory.prune(conn, keep_days)
@@ -219,7 +225,7 @@ def history(db, last, as_json, worst, as_html, keep_days) -> None:
 def ack(node, check, until, reason, as_list, db) -> None:
     """Acknowledge the failures of CHECK on NODE (a node set; CHECK an id or prefix) until a date:
     they stay in the report, dimmed, with the ack, and no longer fail a run or the gate unless --strict."""
-    from ..ops import acks
+    from ..ops import acks, history as hist
     try:
         conn = hist.open_db(db or hist.default_path(), create=not as_list)
     except hist.HistoryError as exc:
@@ -246,6 +252,7 @@ def ack(node, check, until, reason, as_list, db) -> None:
 def diff(run_a, run_b, db, as_json) -> None:
     """What changed between two runs (default: the last two): newly failing, recovered, still failing.
     Runs are ids from `preflight history`, or -N for the N-th newest."""
+    from ..ops import history as hist
     conn = _open(db)
     try:
         a = hist.resolve(conn, run_a, 2)
@@ -282,6 +289,7 @@ def trend(check, metric, window, min_points, min_drop_pct, min_slope_pct, rising
     """Warn about numbers that drift steadily the bad way (a dying optical lane) before they cross a
     threshold. Exit 0: nothing drifting; 1: at least one warning; 2: bad arguments."""
     from ..nodeset import RangeError, expand
+    from ..ops import history as hist
     from ..registry import discover
     info = discover().get(check)
     default_metric, default_rising = (info.trend_metric if info else None) or (None, False)

@@ -15,24 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
-import tempfile
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from ..atomic import write_atomic
-from ..inventory import Inventory, InventoryError, load
-from ..model import NodeStateKind, Report, Status
-from ..nodeset import fold
+from ..errors import InventoryError
 from ..registry import CONNECT_ID, discover, gate_set, matches
+
+if TYPE_CHECKING:  # the rest is imported where used: `gate --help` needs none of it (YAML ~0.05 s)
+    from ..inventory import Inventory
+    from ..model import Report
 
 DEFAULT_DEADLINE = 30.0
 
 
 def this_host_names() -> list[str]:
     """Names this machine may have in an inventory, most specific first."""
+    import socket
     names = [os.environ.get("SLURMD_NODENAME", ""), socket.gethostname(), socket.gethostname().split(".")[0]]
     out: list[str] = []
     for n in names:
@@ -43,6 +40,12 @@ def this_host_names() -> list[str]:
 
 def local_inventory(path: str | None) -> Inventory:
     """One node, this host, for LocalTransport. Raises InventoryError (one line) on a bad inventory."""
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from ..inventory import load
     names = this_host_names()
     if path:
         full = load(path)  # validate the whole file first: errors name the real file and line
@@ -98,6 +101,7 @@ def gate_checks(checks: list[str] | None, local: bool) -> list[str]:
 def split_nodes(report: Report, strict: bool = False) -> tuple[list[str], list[str]]:
     """(usable, excluded): excluded = unreachable, or any fail/error on the node (with strict, warn);
     an acknowledged failure excludes only with strict."""
+    from ..model import NodeStateKind, Status
     bad_status = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
     bad = {n.name for n in report.nodes if n.state is not NodeStateKind.OK}
     bad |= {r.node for r in report.results if r.node and r.status in bad_status and (strict or not r.ack)}
@@ -151,6 +155,8 @@ def slurm_actions(report: Report, drain: bool, resume: bool, drain_unreachable: 
 def select_lists(report: Report, need: int, exclude_out: str | None, good_out: str | None,
                  strict: bool = False) -> list[str]:
     """--need: the chosen nodes to --good-out, the unusable ones to --exclude-out."""
+    from ..atomic import write_atomic
+    from ..nodeset import fold
     from ..slurm.select import choose
     chosen = choose(report, need, strict)
     _, bad = split_nodes(report, strict)
@@ -163,6 +169,8 @@ def select_lists(report: Report, need: int, exclude_out: str | None, good_out: s
 
 def write_lists(report: Report, exclude_out: str | None, good_out: str | None, strict: bool = False) -> None:
     """Hostlists, one line each (empty file when empty), written atomically, mode 0600."""
+    from ..atomic import write_atomic
+    from ..nodeset import fold
     good, bad = split_nodes(report, strict)
     if exclude_out:
         write_atomic(exclude_out, (fold(bad) + "\n") if bad else "")
@@ -182,6 +190,7 @@ def drain_selection(report: Report, wanted: "tuple[str, ...] | set[str]",
     the job (--exclude-out) but are not handed to repair. An acknowledged failure never selects.
     Errors (could not tell) carry no action and do not select, except a node not reached at all
     (UNREACHABLE_ACTION)."""
+    from ..model import NodeStateKind, Status
     graded = {Status.FAIL} | ({Status.WARN} if strict else set())
     wanted = set(wanted)
     out: dict[str, list[tuple[str, str, str]]] = {}
