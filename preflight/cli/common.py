@@ -148,9 +148,14 @@ def process_origin() -> float:
     interpreter start and inventory loading included."""
     import time
 
-    import psutil
+    try:  # Linux: the start time in clock ticks since boot, field 22 (importing psutil costs ~0.02 s)
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        age = max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, AttributeError, ValueError, IndexError):  # no /proc, no CLOCK_BOOTTIME
+        import psutil
 
-    age = max(0.0, time.time() - psutil.Process().create_time())
+        age = max(0.0, time.time() - psutil.Process().create_time())
     return time.monotonic() - age
 
 
