@@ -39,7 +39,8 @@ COMMANDS: dict[str, list[str]] = {
     "list-checks": [sys.executable, "-m", "preflight.cli", "list-checks"],
     "run --help": [sys.executable, "-m", "preflight.cli", "run", "--help"],
     "gate --help": [sys.executable, "-m", "preflight.cli", "gate", "--help"],
-    "gate --local": [sys.executable, "-m", "preflight.cli", "gate", "--local", "--quiet"],
+    "gate --local": [sys.executable, "-m", "preflight.cli", "gate", "--local"],  # the table, into a pipe
+    "gate --local --quiet": [sys.executable, "-m", "preflight.cli", "gate", "--local", "--quiet"],  # a prolog's
 }
 
 
@@ -58,7 +59,7 @@ def once(argv: list[str], env: dict[str, str]) -> dict[str, float]:
     utime+stime are its own (every thread's), in clock ticks."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # not a terminal: no colour
     os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
     wall = time.perf_counter() - t0
     fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
