@@ -9,9 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
-
-import yaml
 
 
 @dataclass(frozen=True)
@@ -38,6 +35,10 @@ def _rule(raw: dict) -> HcclRule:
 @lru_cache(maxsize=1)
 def rules() -> tuple[HcclRule, ...]:
     """The table, in its order (first match wins)."""
+    from importlib import resources  # here: smoke.allreduce imports this module at every discovery
+
+    import yaml
+
     text = resources.files("preflight").joinpath("data", "hccl_errors.yaml").read_text(encoding="utf-8")
     return tuple(_rule(r) for r in (yaml.safe_load(text) or {}).get("rules") or ())
 
