@@ -75,15 +75,19 @@ class CheckInfo:
     @property
     def title(self) -> str:
         """The docstring's first line, without a leading `id:` / `id —` that repeats the id."""
-        para = self.doc.split("\n\n")[0] if self.doc else ""
-        first = " ".join(line.strip() for line in para.splitlines())
-        for sep in (":", " —", " -"):
-            if first.startswith(self.id + sep):
-                return first[len(self.id) + len(sep):].strip(" :—-")
-        return first
+        return _title(self.id, self.doc)
 
     def has(self, name: str) -> bool:
         return callable(getattr(self.module, name, None))
+
+
+def _title(check_id: str, doc: str) -> str:
+    para = doc.split("\n\n")[0] if doc else ""
+    first = " ".join(line.strip() for line in para.splitlines())
+    for sep in (":", " —", " -"):
+        if first.startswith(check_id + sep):
+            return first[len(check_id) + len(sep):].strip(" :—-")
+    return first
 
 
 def module_name(check_id: str) -> str:
@@ -139,6 +143,51 @@ def discover() -> dict[str, CheckInfo]:
                                defaults=dict(getattr(m, "DEFAULTS", {})), **policy(m)))
     found.sort(key=lambda c: (c.id != CONNECT_ID, c.scope != "node", c.id))
     return {c.id: c for c in found}
+
+
+def listing() -> list[tuple[str, str, str, bool]]:
+    """(id, scope, title, gate) of every check, in discover()'s order, for `list-checks`.
+
+    Why not discover(): these are four literals per module, and importing every check with its
+    helpers costs ~0.2 s of CPU (most of it the modules' dataclasses, each compiled when its class
+    is created). So the modules' source is read instead: the docstring and the top-level
+    `ID = ...`, `SCOPE = ...`, `GATE = ...` assignments, each a plain literal. Anything else (a
+    value that is not a literal, a check that is a package, no source at hand) and the listing
+    comes from discover() after all: the answer never differs, only its cost
+    (tests/core/test_listing.py holds every shipped check to it)."""
+    import ast
+    import re
+
+    from . import checks as _pkg
+
+    assign = re.compile(r"^(ID|SCOPE|GATE)[ \t]*(?::[^=\n]*)?=[ \t]*(.+?)[ \t]*(?:#[^\n]*)?$", re.M)
+    docstring = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*([rRuU]?(\"\"\"|\'\'\')[\s\S]*?\2)")
+    rows = []
+    try:
+        for mod in pkgutil.iter_modules(_pkg.__path__):
+            if mod.ispkg:
+                raise ValueError(mod.name)
+            with open(f"{mod.module_finder.path}/{mod.name}.py", encoding="utf-8") as f:  # type: ignore[union-attr]
+                source = f.read()
+            found: dict[str, Any] = {}
+            for name, value in assign.findall(source):
+                if name in found:
+                    raise ValueError(name)  # assigned twice: only running the module says which wins
+                found[name] = ast.literal_eval(value)
+            if "ID" not in found:
+                if re.search(r"^ID\b", source, re.M):
+                    raise ValueError(mod.name)
+                continue  # not a check (discover() skips it too)
+            m = docstring.match(source)
+            doc = ast.literal_eval(m.group(1)).strip() if m else ""
+            scope, gate = found.get("SCOPE", "node"), found.get("GATE", False)
+            if not (isinstance(found["ID"], str) and isinstance(scope, str) and isinstance(gate, bool)):
+                raise ValueError(mod.name)
+            rows.append((found["ID"], scope, _title(found["ID"], doc), gate))
+    except (OSError, ValueError, SyntaxError, AttributeError):
+        return [(c.id, c.scope, c.title, c.gate) for c in discover().values()]
+    rows.sort(key=lambda r: (r[0] != CONNECT_ID, r[1] != "node", r[0]))
+    return rows
 
 
 class SelectionError(ValueError):

@@ -11,8 +11,8 @@ from .common import fail_usage, safe_echo
 @click.option("--gate", "gate_only", is_flag=True, help="Only the gate's fast set (checks that declare GATE).")
 def list_checks(gate_only: bool) -> None:
     """Every check: id, scope, one line of what it checks."""
-    from ..registry import discover
-    lines = [f"{c.id:<22} {c.scope:<8} {c.title}" for c in discover().values() if c.gate or not gate_only]
+    from ..registry import listing  # the modules' literals, read without importing them (~0.2 s less)
+    lines = [f"{cid:<22} {scope:<8} {title}" for cid, scope, title, gate in listing() if gate or not gate_only]
     safe_echo("\n".join(lines) + "\n")
 
 
