@@ -164,3 +164,14 @@ def history_path() -> str | None:
         return resolve()["history"].value
     except ConfigError:
         return None  # the CLI has already refused a bad config before anything reads it
+
+
+def history_file() -> Path:
+    """The configured `history`, else $XDG_STATE_HOME/preflight/history.sqlite (XDG base dirs;
+    fallback ~/.local/state). Here and not in ops/history.py so that the gate can see there is
+    no database without importing sqlite3 and the history's tables (~0.01 s)."""
+    configured = history_path()
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "preflight" / "history.sqlite"

@@ -106,6 +106,9 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
 
 def _acknowledged(report):
     """Acks from the default history database, when there is one (`preflight ack` writes there)."""
+    from ..config import history_file
+    if not history_file().exists():  # the common case: no database, no sqlite3 to import
+        return report
     from ..ops import history as hist, memory
     try:
         conn = memory.open_default()

@@ -28,12 +28,8 @@ class HistoryError(Exception):
 def default_path() -> Path:
     """The configured `history` (preflight/config.py: PREFLIGHT_HISTORY, config files), else
     $XDG_STATE_HOME/preflight/history.sqlite (XDG base dirs; fallback ~/.local/state)."""
-    from ..config import history_path
-    configured = history_path()
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "preflight" / "history.sqlite"
+    from ..config import history_file
+    return history_file()
 
 
 # ---------------------------------------------------------------- schema
