@@ -12,7 +12,7 @@ import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator, Mapping, NamedTuple
 
 CONNECT_ID = "ssh.connect"
 BACKEND_NAMES = {"ascend": "Ascend", "nvidia": "NVIDIA"}
@@ -128,32 +128,84 @@ def policy(module: ModuleType) -> dict[str, Any]:
     return out
 
 
+def _info(m: ModuleType) -> CheckInfo:
+    return CheckInfo(id=m.ID, scope=getattr(m, "SCOPE", "node"), module=m,
+                     requires=tuple(getattr(m, "REQUIRES", ())), uses=tuple(getattr(m, "USES", ())),
+                     defaults=dict(getattr(m, "DEFAULTS", {})), **policy(m))
+
+
+class _Checks(Mapping[str, CheckInfo]):
+    """discover()'s answer when every check module could be read (_scan): all the ids, in order,
+    known from the source; a check's module is imported, and its policy read, the first time its
+    CheckInfo is asked for. Why: a command that runs a few checks (the gate: the 13 of its fast
+    set) need not import the others (each check and its helpers' dataclasses are compiled at
+    import, about 5 ms per check)."""
+
+    def __init__(self, modules: dict[str, tuple[str, str]]):  # id -> (module name, scope), in order
+        self._modules = modules
+        self._infos: dict[str, CheckInfo] = {}
+
+    def __getitem__(self, cid: str) -> CheckInfo:
+        info = self._infos.get(cid)
+        if info is None:
+            name, scope = self._modules[cid]  # KeyError for an unknown id, as from a dict
+            info = _info(importlib.import_module(name))
+            if (info.id, info.scope) != (cid, scope):  # the scan read a value the module changes later
+                raise ContractError(f"{name}: ID/SCOPE {info.id!r}/{info.scope!r} at import, but "
+                                    f"{cid!r}/{scope!r} in its source: assign them once, as literals")
+            info = self._infos.setdefault(cid, info)  # two threads may build it: keep the first
+        return info
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __contains__(self, cid: object) -> bool:
+        return cid in self._modules
+
+    def __repr__(self) -> str:
+        return f"<checks {', '.join(self._modules)}>"
+
+
 @lru_cache(maxsize=1)
-def discover() -> dict[str, CheckInfo]:
-    """All checks, ssh.connect first, then node checks, then cluster checks, each by id."""
+def discover() -> Mapping[str, CheckInfo]:
+    """All checks, ssh.connect first, then node checks, then cluster checks, each by id (a
+    read-only mapping: each module is imported when its CheckInfo is first used, see _Checks)."""
     from . import checks as _pkg  # preflight.checks: the top-level checks/ folder, packaged
 
+    scanned = _scan()
+    if scanned is not None:
+        return _Checks({r.id: (f"{_pkg.__name__}.{r.module}", r.scope) for r in scanned})
     found: list[CheckInfo] = []
     for mod in pkgutil.iter_modules(_pkg.__path__):
         m = importlib.import_module(f"{_pkg.__name__}.{mod.name}")
         if not hasattr(m, "ID"):
             continue
-        found.append(CheckInfo(id=m.ID, scope=getattr(m, "SCOPE", "node"), module=m,
-                               requires=tuple(getattr(m, "REQUIRES", ())), uses=tuple(getattr(m, "USES", ())),
-                               defaults=dict(getattr(m, "DEFAULTS", {})), **policy(m)))
+        found.append(_info(m))
     found.sort(key=lambda c: (c.id != CONNECT_ID, c.scope != "node", c.id))
     return {c.id: c for c in found}
 
 
-def listing() -> list[tuple[str, str, str, bool]]:
-    """(id, scope, title, gate) of every check, in discover()'s order, for `list-checks`.
+class _Scanned(NamedTuple):
+    id: str
+    scope: str
+    gate: bool
+    module: str  # the module's name in preflight.checks
+    doc: str  # the docstring as written in the source (a string literal), "" without one
 
-    Why not discover(): these are four literals per module, and importing every check with its
-    helpers costs ~0.2 s of CPU (most of it the modules' dataclasses, each compiled when its class
-    is created). So the modules' source is read instead: the docstring and the top-level
-    `ID = ...`, `SCOPE = ...`, `GATE = ...` assignments, each a plain literal. Anything else (a
-    value that is not a literal, a check that is a package, no source at hand) and the listing
-    comes from discover() after all: the answer never differs, only its cost
+
+@lru_cache(maxsize=1)
+def _scan() -> tuple[_Scanned, ...] | None:
+    """Every check module's ID, SCOPE, GATE and docstring, read from its source without importing
+    it, in discover()'s order; None when any module cannot be read so.
+
+    Why: importing every check with its helpers costs ~0.2 s of CPU (mostly their dataclasses,
+    each compiled when its class is created), and listing the checks or choosing the gate's set
+    needs only these literals. Only top-level `NAME = <literal>` assignments count; anything else
+    (a value that is not a literal, one assigned twice, a check that is a package, no source at
+    hand) and the caller imports the modules after all: the answer never differs, only its cost
     (tests/core/test_listing.py holds every shipped check to it)."""
     import ast
     import re
@@ -166,28 +218,44 @@ def listing() -> list[tuple[str, str, str, bool]]:
     try:
         for mod in pkgutil.iter_modules(_pkg.__path__):
             if mod.ispkg:
-                raise ValueError(mod.name)
+                return None
             with open(f"{mod.module_finder.path}/{mod.name}.py", encoding="utf-8") as f:  # type: ignore[union-attr]
                 source = f.read()
             found: dict[str, Any] = {}
             for name, value in assign.findall(source):
                 if name in found:
-                    raise ValueError(name)  # assigned twice: only running the module says which wins
+                    return None  # assigned twice: only running the module says which wins
                 found[name] = ast.literal_eval(value)
             if "ID" not in found:
                 if re.search(r"^ID\b", source, re.M):
-                    raise ValueError(mod.name)
+                    return None
                 continue  # not a check (discover() skips it too)
+            cid, scope, gate = found["ID"], found.get("SCOPE", "node"), found.get("GATE", False)
+            if not (isinstance(cid, str) and isinstance(scope, str) and isinstance(gate, bool)):
+                return None
             m = docstring.match(source)
-            doc = ast.literal_eval(m.group(1)).strip() if m else ""
-            scope, gate = found.get("SCOPE", "node"), found.get("GATE", False)
-            if not (isinstance(found["ID"], str) and isinstance(scope, str) and isinstance(gate, bool)):
-                raise ValueError(mod.name)
-            rows.append((found["ID"], scope, _title(found["ID"], doc), gate))
+            rows.append(_Scanned(cid, scope, gate, mod.name, m.group(1) if m else ""))
     except (OSError, ValueError, SyntaxError, AttributeError):
+        return None
+    rows.sort(key=lambda r: (r.id != CONNECT_ID, r.scope != "node", r.id))
+    return tuple(rows)
+
+
+def listing() -> list[tuple[str, str, str, bool]]:
+    """(id, scope, title, gate) of every check, in discover()'s order, for `list-checks`: from the
+    source (_scan), no check imported, when every module reads plainly."""
+    rows = _scan()
+    if rows is None:
         return [(c.id, c.scope, c.title, c.gate) for c in discover().values()]
-    rows.sort(key=lambda r: (r[0] != CONNECT_ID, r[1] != "node", r[0]))
-    return rows
+    import ast
+
+    return [(r.id, r.scope, _title(r.id, ast.literal_eval(r.doc).strip() if r.doc else ""), r.gate) for r in rows]
+
+
+def scopes() -> dict[str, str]:
+    """id -> scope of every check, in discover()'s order, without importing the checks if _scan can."""
+    rows = _scan()
+    return {r.id: r.scope for r in rows} if rows is not None else {c.id: c.scope for c in discover().values()}
 
 
 class SelectionError(ValueError):
@@ -246,8 +314,10 @@ def select(checks: list[str] | None, skip: list[str] | None) -> tuple[list[str],
 
 
 def gate_set() -> list[str]:
-    """The gate's fast default set: every check that declares GATE, in discovery order."""
-    return [c.id for c in discover().values() if c.gate]
+    """The gate's fast default set: every check that declares GATE, in discovery order (read from
+    the source when _scan can: the other checks' modules stay unimported)."""
+    rows = _scan()
+    return [r.id for r in rows if r.gate] if rows is not None else [c.id for c in discover().values() if c.gate]
 
 
 def busy_deciders() -> list[CheckInfo]:

@@ -18,7 +18,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InventoryError
-from ..registry import CONNECT_ID, discover, gate_set, matches
+from ..registry import CONNECT_ID, discover, gate_set, matches, scopes
 
 if TYPE_CHECKING:  # the rest is imported where used: `gate --help` needs none of it (YAML ~0.05 s)
     from ..inventory import Inventory
@@ -92,7 +92,7 @@ def gate_checks(checks: list[str] | None, local: bool) -> list[str]:
     for pattern in chosen:
         if not any(matches(k, pattern) for k in every):
             raise InventoryError(f"no check matches {pattern!r} (see: preflight list-checks)")
-    expanded = [k for k, info in every.items() if info.scope == "node" and any(matches(k, c) for c in chosen)]
+    expanded = [k for k, scope in scopes().items() if scope == "node" and any(matches(k, c) for c in chosen)]
     if not expanded:
         raise InventoryError("--local runs node checks only, and none of the selected checks is one")
     return expanded

@@ -25,11 +25,41 @@ def test_a_module_it_cannot_read_falls_back_to_discovery(monkeypatch, tmp_path):
         yield from real(path, prefix)
         yield from real([str(tmp_path)], prefix)
 
+    expected = _imported()
     monkeypatch.setattr(pkgutil, "iter_modules", with_odd)
     calls = []
     monkeypatch.setattr(registry, "discover", lambda: calls.append(1) or real_discover())
     real_discover = discover
-    assert listing() == _imported() and calls == [1]
+    registry._scan.cache_clear()
+    try:
+        assert registry._scan() is None
+        assert listing() == expected and calls == [1]
+    finally:
+        registry._scan.cache_clear()
+
+
+def test_discovery_imports_a_check_only_when_it_is_used():
+    """The gate's set and the scopes come from the source; a check's module is imported when its
+    CheckInfo is first asked for (a fresh interpreter: this one has imported them all)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from preflight.registry import discover, gate_set, scopes; d = discover(); "
+            "gate_set(); scopes(); list(d); 'npu.health' in d; d['npu.health'].policy_text(); "
+            "print(sorted(m for m in sys.modules if m.startswith('preflight.checks.')))")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['preflight.checks.npu_health']"]
+
+
+def test_the_mapping_answers_as_the_dict_did():
+    every = discover()
+    assert list(every) == [i for i, *_ in listing()] and len(every) == len(list(every))
+    assert every.get("no.such") is None and "no.such" not in every and "npu.health" in every
+    assert every["npu.health"] is every["npu.health"]
+    assert dict(every.items()) == {c.id: c for c in every.values()}
 
 
 def test_list_checks_gate_lists_the_gate_set():
