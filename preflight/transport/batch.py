@@ -8,9 +8,11 @@ the driver prints, per probe::
 
 with one `head -q -c CAP+1` over the two output files and two marker files, so each stream is
 capped on the node (a longer one arrives as CAP+1 bytes and is marked truncated); the frame is
-sent by one `cat` (one write, so one SSH packet where it fits, not five). A probe costs four
-processes: timeout, its shell, head, cat. The random nonce keeps a probe from forging a marker
-(it cannot know it).
+sent by one `cat` (one write, so one SSH packet where it fits, not five). Over SSH under bash,
+frames that finish within HOLD_S of each other leave in one write (a packet costs the client far
+more than its bytes); none waits longer than that, whatever the next probe does. A probe costs
+four processes: timeout, its shell, head, cat. The random nonce keeps a probe from forging a
+marker (it cannot know it).
 
 One driver serves a node for the whole run: after a round it prints `@@PF:<nonce>:R` and waits for
 more `pf` lines on its stdin, ended by `@@PF:<nonce>:GO` (follow-ups, cluster plans), so a node pays
@@ -119,10 +121,11 @@ pf() {
       : >"$d/o"; now
       frame "$1" "$how" "$5"
       return ;;
-    sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
-    *) timeout -k {grace} "$2" sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- & ;;
+    sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- 5<&- & ;;
+    *) timeout -k {grace} "$2" sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- 5<&- & ;;
   esac
   echo $! >"$d/pid"
+  settle $!
   wait $!
   rc=$?
   : >"$d/pid"
@@ -130,23 +133,50 @@ pf() {
   frame "$1" "$rc" "$5"
 }
 """
-# How a frame leaves the node (`{frame}` above), per transport. Over SSH it is assembled in a file
-# and sent by one write: written piece by piece (printf, then head's four files) it left in
-# several SSH packets, and each packet costs the client (docs/PERFORMANCE.md §2); it is sent at
-# once, never held back behind the next probe. $3: the probe's own cap + 1, if it has one.
+# How a frame leaves the node (`{frame}` above), per transport: `frame` sends or holds the probe's
+# frame, `settle` runs while the next probe does, `flush` sends what is held. $3: the probe's own
+# cap + 1, if it has one. The frame is assembled in a file and sent by one write: written piece by
+# piece (printf, then head's four files) it left in several SSH packets.
 _FRAME = r"""frame() {
   { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$2" "$s" "$t"; head -q -c "${3:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >"$d/f"
   cat "$d/f"
 }
+settle() { :; }
+flush() { :; }
 """
+# Over SSH (docs/PERFORMANCE.md §6): every SSH packet costs the client about 0.3 ms of CPU in
+# paramiko, whatever its size, so frames that finish close together leave in one write. A finished
+# frame is held at most HOLD_S: `settle` watches the next probe (builtins only: `kill -0` and a
+# timed `read` on a FIFO nobody writes, so no process per tick) and sends what is held once that
+# probe has run past the hold, so a probe that hangs never holds back the ones before it. Holding
+# needs bash's clock ($EPOCHREALTIME) and `read -t`; under another sh each frame leaves at once.
+_FRAME_HELD = r"""tick=
+if [ -n "${EPOCHREALTIME:-}" ] && mkfifo "$d/t" 2>/dev/null && exec 5<>"$d/t"; then tick={tick}; fi
+hs=
+flush() { [ -s "$d/h" ] && cat "$d/h"; : >"$d/h"; hs=; }
+frame() {
+  { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$2" "$s" "$t"; head -q -c "${3:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >>"$d/h"
+  [ -n "$hs" ] || hs=$t
+  [ -n "$tick" ] && [ $((t - hs)) -lt {hold_us} ] || flush
+}
+settle() {
+  [ -n "$hs" ] || return 0
+  while kill -0 "$1" 2>/dev/null; do
+    now; [ $((t - hs)) -lt {hold_us} ] || { flush; return 0; }
+    read -t "$tick" -u 5 _
+  done
+}
+"""
+HOLD_S = 0.2  # the longest a finished probe's frame waits for the ones after it
+TICK_S = 0.004  # how often `settle` looks whether the running probe has ended
 # A driver for one round only (inside the job's container): end the watcher, then the driver.
 # Every child is waited for (the trap above too): in a container whose PID 1 is `sleep infinity`
 # (a common way to keep a job's container up) an orphan is never reaped and stays a zombie.
-_ONCE = 'kill "$w" 2>/dev/null; wait "$w"\nexit 0\n'
+_ONCE = 'flush\nkill "$w" 2>/dev/null; wait "$w"\nexit 0\n'
 # After the first round: wait for the next one on the FIFO; EOF (client gone) ends the driver.
 _LOOP = r"""
 while :; do
-  printf '@@PF:{nonce}:R\n'
+  printf '@@PF:{nonce}:R\n' >>"$d/h"; flush
   : >"$d/next"; go=
   while IFS= read -r l <&4; do
     case $l in "@@PF:{nonce}:GO") go=1; break ;; esac
@@ -160,7 +190,8 @@ done
 
 def _fill(text: str, cap: int, frame: str = _FRAME, fsize: int | None = None) -> str:
     return (text.replace("{frame}", frame).replace("{cap1}", str(max(cap + 1, 64)))  # markers fit
-            .replace("{grace}", str(KILL_GRACE_S))
+            .replace("{grace}", str(KILL_GRACE_S)).replace("{tick}", str(TICK_S))
+            .replace("{hold_us}", str(int(HOLD_S * 1e6)))
             .replace("{fsize}", str(max((fsize or cap) * 64 // 512, 2048))))
 
 
@@ -173,7 +204,10 @@ def driver_script(probes: list[ProbeSpec], nonce: str, cap: int = DEFAULT_CAP, o
     """The POSIX sh text that starts a node's driver with its first round of probes (`once`: and
     ends it after them, leaving nothing behind: the job's container runs one per round)."""
     fsize = max(cap, *(p.cap for p in probes)) if probes else cap
-    head = _fill(_PRELUDE + _WATCH + _BODY, cap, fsize=fsize).replace("{nonce}", nonce)
+    # inside the job's container (`once`) the frames go to the host-side probe's file, not a packet
+    # each: held there, a hang in the container would take the finished frames with it
+    head = _fill(_PRELUDE + _WATCH + _BODY, cap, frame=_FRAME if once else _FRAME_HELD,
+                 fsize=fsize).replace("{nonce}", nonce)
     return head + _pf_lines(probes) + "\n" + (_ONCE if once else _LOOP.replace("{nonce}", nonce))
 
 
@@ -220,6 +254,7 @@ _STEP_FRAME = r"""frame() {
   printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$2" "$s" "$t"
   head -q -c "${3:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1" | base64 -w {line}
 }
+settle() { :; }
 """.replace("{line}", str(STEP_LINE))
 STEP_HELLO = b"@@PF:H "
 STEP_ABORT = "."

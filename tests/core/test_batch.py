@@ -248,6 +248,47 @@ def test_client_gone_kills_the_batch(no_tempdir_left):
             proc.wait()
 
 
+# ---------------------------------------------------------------- frames held over SSH
+
+def timed_chunks(specs: list[ProbeSpec], limit_s: float = 30.0) -> list[tuple[float, bytes]]:
+    """The driver under bash (as remote_command starts it over SSH), read as the channel would be:
+    each chunk that arrived and when (seconds from the start), up to the end of the round."""
+    nonce = "n0nce"
+    proc = subprocess.Popen(["/bin/bash", "--norc", "--noprofile", "-c", driver_script(specs, nonce)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    killer = threading.Timer(limit_s, proc.kill)
+    killer.start()
+    t0, chunks = time.monotonic(), []
+    try:
+        while not (chunks and chunks[-1][1].endswith(b"@@PF:n0nce:R\n")) and (chunk := proc.stdout.read1(65536)):
+            chunks.append((time.monotonic() - t0, chunk))
+    finally:
+        killer.cancel()
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+    parsed = dict(FrameParser(nonce, specs).feed(b"".join(c for _, c in chunks)))
+    assert sorted(parsed) == list(range(len(specs))), "a frame went missing"
+    return chunks
+
+
+def test_frames_that_finish_together_leave_in_one_write():
+    """Each write is an SSH packet, and each packet costs the client ~0.3 ms of CPU in paramiko:
+    ten quick probes must not cost ten packets."""
+    chunks = timed_chunks([ProbeSpec(f"p{i}", f"sleep 0.02; echo {i}", 10) for i in range(10)])
+    assert len(chunks) <= 2, f"{len(chunks)} writes for 10 quick probes"
+
+
+def test_a_held_frame_leaves_while_the_next_probe_still_runs():
+    """Holding is bounded: the probe after a finished one hangs, and the finished one's frame still
+    reaches the client within the hold (a --deadline cut then keeps it), not when the hang ends."""
+    chunks = timed_chunks([ProbeSpec("a", "echo a", 10), ProbeSpec("slow", "sleep 3", 10),
+                           ProbeSpec("c", "echo c", 10)])
+    first = next(t for t, c in chunks if b"@@PF:n0nce:B 0 0 " in c)
+    assert first < 1.5, f"the finished probe's frame waited {first:.1f}s behind the slow one"
+    assert chunks[-1][0] >= 2.9
+
+
 # ---------------------------------------------------------------- the parser alone
 
 def _frame(nonce: str, idx: int, rc: int, out: bytes, err: bytes, t0: int = 1_000_000,
