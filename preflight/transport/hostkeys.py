@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
+import itertools
 import os
 import stat
 import threading
@@ -34,21 +36,69 @@ def host_id(host: str, port: int) -> str:
 
 
 class KnownHosts:
-    """One parsed known_hosts file (plus the system file), shared by every node that uses it."""
+    """One parsed known_hosts file (plus the system file), shared by every node that uses it.
+
+    Indexed by host, not searched: paramiko's HostKeys scans every line per lookup (an HMAC in
+    Python per hashed line, `HashKnownHosts yes`) and checks every line against all the others as
+    it loads, so a 1,000-node file cost a million comparisons. Same answers: exact names and
+    hashed names match, marker lines (@cert-authority, @revoked) are ignored as paramiko ignores
+    them, and for a key type listed twice the first line wins."""
 
     _cache: dict[str, "KnownHosts"] = {}
     _cache_lock = threading.Lock()
 
     def __init__(self, path: str):
         self.path = path
-        self.keys = paramiko.HostKeys()
         self._lock = threading.Lock()
+        self._plain: dict[str, list[tuple[int, paramiko.PKey]]] = {}
+        self._hashed: list[tuple[bytes, bytes, int, paramiko.PKey]] = []  # salt, HMAC-SHA1, line order, key
+        self._seen: dict[str, dict[str, paramiko.PKey]] = {}  # lookups, forgotten when a key is added
+        self._order = itertools.count()
         for p in (SYSTEM_KNOWN_HOSTS, path):
             if os.path.isfile(p):
                 try:
-                    self.keys.load(p)
-                except (OSError, paramiko.SSHException, ValueError):
-                    pass  # a broken line must not make every host unknown; paramiko skips most
+                    with open(p, encoding="utf-8", errors="replace") as f:
+                        for lineno, line in enumerate(f, 1):
+                            self._add_line(line.strip(), lineno)
+                except OSError:
+                    pass  # unreadable: every host is unknown, and strict says so per node
+
+    def _add_line(self, line: str, lineno: int) -> None:
+        if not line or line.startswith("#"):
+            return
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
+        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
+            return  # one broken line must not make every host unknown
+        if entry is not None and entry.key is not None:
+            for name in entry.hostnames:
+                self._add(name, entry.key)
+
+    def _add(self, name: str, key: paramiko.PKey) -> None:
+        order = next(self._order)
+        if name.startswith("|1|"):
+            try:
+                _, _, salt, digest = name.split("|", 3)
+                self._hashed.append((base64.b64decode(salt), base64.b64decode(digest), order, key))
+            except ValueError:
+                return
+        else:
+            self._plain.setdefault(name, []).append((order, key))
+        self._seen.clear()
+
+    def lookup(self, name: str) -> dict[str, paramiko.PKey]:
+        """{key type: key} known for `name` (host or [host]:port), in file order, first line winning."""
+        found = self._seen.get(name)
+        if found is None:
+            raw = name.encode()
+            hits = list(self._plain.get(name, ()))
+            hits += [(order, key) for salt, digest, order, key in self._hashed
+                     if hmac.compare_digest(hmac.new(salt, raw, hashlib.sha1).digest(), digest)]
+            found = {}
+            for _, key in sorted(hits, key=lambda h: h[0]):
+                found.setdefault(key.get_name(), key)
+            self._seen[name] = found
+        return found
 
     @classmethod
     def get(cls, path: str | None) -> "KnownHosts":
@@ -65,16 +115,15 @@ class KnownHosts:
 
     def key_types(self, host: str, port: int) -> list[str]:
         """Types known for a host, so the server offers the key we can verify (as OpenSSH does)."""
-        entry = self.keys.lookup(host_id(host, port))
-        return list(entry.keys()) if entry else []
+        return list(self.lookup(host_id(host, port)))
 
     def verify(self, host: str, port: int, key: paramiko.PKey, policy: str) -> None:
         if policy == "off":
             return
         name = host_id(host, port)
         fp = fingerprint(key)
-        entry = self.keys.lookup(name)
-        if entry is not None and key.get_name() in entry:
+        entry = self.lookup(name)
+        if key.get_name() in entry:
             if entry[key.get_name()] == key:
                 return
             raise HostKeyRejected(
@@ -98,7 +147,7 @@ class KnownHosts:
         OpenSSH does; a FIFO or another device is left alone too. A symlink stays a link: its
         target gets the line."""
         with self._lock:
-            self.keys.add(name, key.get_name(), key)
+            self._add(name, key)
             p = Path(os.path.realpath(self.path))
             try:
                 st = os.stat(p)
