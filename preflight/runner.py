@@ -26,7 +26,7 @@ from .inventory import Inventory
 from .limits import forks_within, raise_nofile
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
 from .node import Node
-from .pool import DaemonPool
+from .pool import DaemonPool, all_done
 from .registry import CONNECT_ID, CheckInfo, check_parameters, discover, select
 from .transport import ConnectError, Session, Transport
 from .transport.batch import ProbeSpec
@@ -200,15 +200,16 @@ class Runner:
 
     # ------------------------------------------------------------ waiting
     def _wait(self, futures, t_end: float | None) -> None:
-        pending = set(futures)
-        while pending:
+        finished = all_done(futures)  # one event, not concurrent.futures.wait on every pending future 5 times a second
+        while not finished.is_set():
             timeout = 0.2 if t_end is None else max(0.0, min(0.2, t_end - time.monotonic()))
-            _, pending = wait(pending, timeout=timeout)
+            finished.wait(timeout)
             if self.cancel.is_set():
                 break
             if t_end is not None and time.monotonic() >= t_end:
                 self.cancel.set()
                 break
+        pending = {f for f in futures if not f.done()}
         if pending:
             for r in self.runs.values():  # unblock readers now: a closed channel makes the node kill its probes
                 if not r.done:
