@@ -506,7 +506,8 @@ class Runner:
                 results.append(Result(c, None, Status.ERROR, f"not evaluated: {cut}"))
         for env in {tuple(sorted(redact.secrets(n.env).items())) for n in self.inv.nodes} - {()}:
             results = [_redacted(x, dict(env)) for x in results]
-        results = actions.assign(results, {c: info.actions for c, info in self.every.items()})
+        results = actions.assign(results, {c: self.every[c].actions for c in {r.check for r in results}
+                                           if c in self.every})  # only the checks that ran: each is an import
         return Report(started_at=started, finished_at=_now(), inventory_path=self.inv.path,
                       inventory_sha256=self.inv.sha256, nodes=tuple(nodes), results=tuple(results),
                       cluster=self.inv.cluster, tool_version=__version__, strict=self.opts.strict,
