@@ -53,6 +53,13 @@ def console(file=None, color: bool | None = None) -> "Console":
 
 def render(report: "Report", fmt: str) -> str:
     """The report as text in format `fmt` (one of FORMATS)."""
+    from ..gcwindow import fewer_collections
+
+    with fewer_collections():  # a reporter's objects die with it: GC passes meanwhile free nothing
+        return _render(report, fmt)
+
+
+def _render(report: "Report", fmt: str) -> str:
     if fmt == "table":
         from . import table
         buf = io.StringIO()
