@@ -43,6 +43,8 @@ def _name(text: str) -> str:
 
 
 def escape_label(value: str) -> str:
+    if "\\" not in value and "\n" not in value and '"' not in value:  # nearly every value: nothing to do
+        return value
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -60,6 +62,22 @@ def _fmt(v: float) -> str:
 
 def metric_name(name: str, unit: str) -> tuple[str, float]:
     """`optical_rx_power` in mW -> (`preflight_optical_rx_power_watts`, 0.001)."""
+    got = _METRIC_NAMES.get((name, unit))
+    if got is None:
+        if len(_METRIC_NAMES) >= NAME_CACHE_SIZE:
+            _METRIC_NAMES.clear()
+        got = _METRIC_NAMES[(name, unit)] = _metric_name(name, unit)
+    return got
+
+
+# A report carries ~100 metrics a node under a handful of names, units and label keys: their
+# Prometheus spellings are kept (pure functions of the text), not re-derived by regex per sample.
+NAME_CACHE_SIZE = 4096
+_METRIC_NAMES: dict[tuple[str, str], tuple[str, float]] = {}
+_LABEL_KEYS: dict[str, str] = {}
+
+
+def _metric_name(name: str, unit: str) -> tuple[str, float]:
     suffix, factor = UNITS.get(unit, (_name(unit).strip("_").lower(), 1.0) if unit else ("", 1.0))
     base = _name(name)
     if suffix and not base.endswith("_" + suffix):
@@ -103,9 +121,19 @@ def _epoch(ts: str) -> float:
 def _metric_labels(node: str, check: str, labels: dict[str, Any]) -> dict[str, str]:
     out = {"node": node, "check": check}
     for k, v in sorted(labels.items()):
-        key = _name(str(k))
-        out["metric_" + key if key in RESERVED or key.startswith("__") else key] = str(v)
+        out[_label_key(str(k))] = str(v)
     return out
+
+
+def _label_key(k: str) -> str:
+    """A metric's label name as exported: Prometheus-safe, and kept off `node`, `check` and `__*`."""
+    got = _LABEL_KEYS.get(k)
+    if got is None:
+        key = _name(k)
+        if len(_LABEL_KEYS) >= NAME_CACHE_SIZE:
+            _LABEL_KEYS.clear()
+        got = _LABEL_KEYS[k] = "metric_" + key if key in RESERVED or key.startswith("__") else key
+    return got
 
 
 def families(report: Report, busy: Iterable[str] = ()) -> _Families:
