@@ -35,12 +35,37 @@ _RETRYABLE = (errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED)
 _LOCAL_LIMITS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)  # this host's, not the node's
 
 
+class _DeadlinePacketizer(paramiko.Packetizer):
+    """The handshake's time limit as a deadline the transport thread reads, not the threading.Timer
+    paramiko starts for every handshake: a thread per connection, about 0.3 ms of client CPU to
+    start and cancel, left running until it fires when the handshake fails. The transport thread
+    looks at it each time it wakes (data, or every _active_check_timeout)."""
+
+    _deadline: float | None = None
+    _done = False
+
+    def start_handshake(self, timeout: float) -> None:
+        if self._deadline is None:
+            self._deadline = time.monotonic() + float(timeout)
+
+    def handshake_timed_out(self) -> bool:
+        return self._deadline is not None and not self._done and time.monotonic() >= self._deadline
+
+    def complete_handshake(self) -> None:
+        if self._deadline is not None:
+            self._done = True
+
+
 class _QuietTransport(paramiko.Transport):
     """paramiko wakes each connection's thread every 0.1 s to look at its `active` flag: with 128
     connections held open for a run that is most of the client's CPU. close() shuts the socket, so
     a slower check costs nothing in responsiveness."""
 
     _active_check_timeout = 2.0
+
+    def __init__(self, sock) -> None:
+        super().__init__(sock)
+        self.packetizer.__class__ = _DeadlinePacketizer  # built by Transport.__init__; same state, own timer
 
 
 @dataclass(frozen=True)
@@ -307,6 +332,11 @@ class SSHTransport:
             t.close()
             raise ConnectError(NodeStateKind.UNREACHABLE, f"{node.host}:{node.port}: connection lost during "
                                                           f"handshake ({exc or type(exc).__name__})") from None
+        if not t.is_active() or not t.initial_kex_done:  # start_client's own time limit returns quietly
+            t.close()
+            raise ConnectError(NodeStateKind.UNREACHABLE,
+                               f"{node.host}:{node.port}: sshd sent its banner but finished no key exchange within "
+                               f"{t.handshake_timeout:g}s (an overloaded sshd, or something holding the connection)")
         try:
             known.verify(host, node.port, t.get_remote_server_key(), node.host_key_policy)
         except HostKeyRejected as exc:

@@ -109,3 +109,58 @@ def test_forks_lowered_to_what_the_descriptor_limit_covers(tmp_path):
             "print(r.forks, r.keep_sessions, resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
     out = subprocess.run([sys.executable, "-c", code, str(inv)], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["68", "False", "200"], out.stderr
+
+
+@pytest.fixture
+def banner_then_silence():
+    """A loopback 'sshd' that sends its banner and then never answers the key exchange (sshd
+    overloaded after accept, or something in the path holding the connection)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn = srv.accept()[0]
+            except OSError:
+                return
+            conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+            held.append(conn)
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+        th.join(5)
+
+
+def test_a_key_exchange_that_never_comes_is_unreachable_and_starts_no_timer_thread(banner_then_silence,
+                                                                                  monkeypatch):
+    """start_client's own time limit returns without a word: the node was an internal error
+    ('No existing session', exit 4). The handshake's time limit is a deadline, not the
+    threading.Timer paramiko starts per connection (a thread each: ~0.3 ms of client CPU)."""
+    timers = []
+
+    class CountingTimer(threading.Timer):
+        def __init__(self, *args, **kw):
+            timers.append(self)
+            super().__init__(*args, **kw)
+
+    monkeypatch.setattr(threading, "Timer", CountingTimer)  # the name paramiko.packet looks up
+    node = Node("n1", "127.0.0.1", port=banner_then_silence, banner_timeout=1.5, connect_timeout=1)
+    t0 = time.monotonic()
+    err = connect(node)
+    assert err.state is NodeStateKind.UNREACHABLE
+    assert "sent its banner but finished no key exchange within 2.5s" in err.reason, err.reason
+    assert time.monotonic() - t0 < 10
+    assert timers == []
+    end = time.monotonic() + 5  # the transport thread ends on its own (its socket is closed)
+    while any(t.name.startswith("paramiko") or "Transport" in type(t).__name__ for t in threading.enumerate()):
+        assert time.monotonic() < end, [t for t in threading.enumerate()]
+        time.sleep(0.05)
