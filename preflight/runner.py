@@ -111,8 +111,11 @@ def _merge(a: ProbeSpec, b: ProbeSpec) -> ProbeSpec:
     """One command asked for by several checks runs once: the longest timeout, root when any of
     them needs it, and a group exemption when one states it (it is a fact about the command)."""
     root = a.root or b.root
-    return replace(a, timeout=max(a.timeout, b.timeout), root=root,
-                   group=(a.group or b.group) if root else "", become=(a.become or b.become) if root else "")
+    timeout, group = max(a.timeout, b.timeout), (a.group or b.group) if root else ""
+    become = (a.become or b.become) if root else ""
+    if (timeout, root, group, become) == (a.timeout, a.root, a.group, a.become):
+        return a  # the usual case (every hccn.* check asks the same npu-smi table): nothing to change
+    return replace(a, timeout=timeout, root=root, group=group, become=become)
 
 
 def _only_probes(check_id: str, probes: Any) -> dict[str, Probe]:

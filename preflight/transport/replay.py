@@ -69,11 +69,17 @@ class ReplaySession:
     def __init__(self, record: dict[str, dict], env: Mapping[str, str] | None = None):
         self.record = record
         self.env = env or {}
+        # The node's secret variables, found once: a command missing from the recording under its
+        # own text is looked up redacted, and with no secret to redact that is the same text.
+        # (redact.secrets of its own result is itself, so redact.command gets the same answer.)
+        self._secrets = redact.secrets(self.env)
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         out = {}
         for p in probes:
-            rec = self.record.get(p.cmd) or self.record.get(redact.command(p.cmd, self.env))
+            rec = self.record.get(p.cmd)
+            if not rec and self._secrets:
+                rec = self.record.get(redact.command(p.cmd, self._secrets))
             out[p.key] = CommandOutput(**rec) if rec else CommandOutput(rc=None, error="not in the recording")
         return out
 
