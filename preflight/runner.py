@@ -192,7 +192,10 @@ class Runner:
         started = _now()
         origin = self.opts.started if self.opts.started is not None else time.monotonic()
         t_end = origin + self.opts.deadline if self.opts.deadline else None
-        pool = DaemonPool(min(self.forks, len(self.runs)))
+        # A transport may say how many workers can help it (replay: one; it never waits on a
+        # network, so more threads would only take turns at the GIL). Sessions stay as --forks says.
+        useful = getattr(self.transport, "workers", None) or self.forks
+        pool = DaemonPool(min(self.forks, len(self.runs), useful))
         try:
             futures = [pool.submit(self._node_phase, r) for r in self.runs.values()]
             self._wait(futures, t_end)
