@@ -130,3 +130,16 @@ def test_reports_redact_what_a_check_echoed(checks, tmp_path: Path):
     assert "hf_abcdef123456" not in text and "hf_abcdef123456" not in repr(rep)
     r = next(x for x in rep.results if x.check == "fake.leaky")
     assert "export HF_TOKEN=********" in r.remediation and r.details["env"]["MODE"] == "x"
+
+
+def test_secret_name_cache_answers_each_name_for_itself(monkeypatch):
+    """is_secret keeps its answer by the exact name: a name asked again gets its own answer back,
+    also after the cache started over."""
+    from preflight import redact
+
+    monkeypatch.setattr(redact, "_SECRET_NAMES", {})
+    assert redact.is_secret("HF_TOKEN") and not redact.is_secret("HF_HOME")
+    assert redact.is_secret("HF_TOKEN") and not redact.is_secret("HF_HOME")
+    assert redact.is_secret("API_KEY") and not redact.is_secret("KEYBOARD")
+    monkeypatch.setattr(redact, "SECRET_CACHE_SIZE", 1)
+    assert not redact.is_secret("PATH") and redact.is_secret("DB_PASSWORD") and not redact.is_secret("PATH")
