@@ -180,6 +180,7 @@ class Runner:
         self._finished = 0
         self._failed = 0
         self._parsed: dict[tuple, Any] = {}  # (check, outputs) -> facts: see _parse
+        self._selection: tuple[tuple, tuple[list[CheckInfo], list[CheckInfo], bool]] | None = None
 
     # ------------------------------------------------------------ public
     def run(self) -> Report:
@@ -234,7 +235,18 @@ class Runner:
 
     # ------------------------------------------------------------ per node
     def _node_checks(self) -> list[CheckInfo]:
-        return [self.every[c] for c in self.active if c != CONNECT_ID and self.every[c].has("probes")]
+        return self._per_selection()[0]
+
+    def _per_selection(self) -> tuple[list[CheckInfo], list[CheckInfo], bool]:
+        """(node checks, the same in REQUIRES order, whether a cluster check plans): the same for
+        every node, so worked out once per selection, not per node (a subclass or a test may
+        still add to `active` before the run: the key is the selection itself)."""
+        key = (tuple(self.active), tuple(self.reported))
+        if self._selection is None or self._selection[0] != key:
+            checks = [self.every[c] for c in self.active if c != CONNECT_ID and self.every[c].has("probes")]
+            plans = any(self.every[c].scope == "cluster" and self.every[c].has("plan") for c in self.reported)
+            self._selection = (key, (checks, _requires_first(checks), plans))
+        return self._selection[1]
 
     def _node_phase(self, run: NodeRun) -> None:
         t0 = time.monotonic()
@@ -258,13 +270,13 @@ class Runner:
                                   {"address": f"{run.node.host}:{run.node.port}", "backend": run.node.backend,
                                    "backend_from": run.backend.how if run.backend else ""},
                                   duration_s=time.monotonic() - t0))
-            checks = self._node_checks()
+            checks, ordered, plans_ahead = self._per_selection()
             mine = [c for c in checks if c.applies_to(run.node.backend)]
             self._gather(run, mine)
             cut = {c.id for c in mine if any(o.error == CANCELLED for o in run.outputs.get(c.id, {}).values())}
             if cut:  # the node's batch was still running at the deadline or interrupt
                 run.state, run.error = NodeStateKind.TIMEOUT, f"{self._cut_reason()} before the node finished"
-            for info in _requires_first(checks):
+            for info in ordered:
                 if info.scope == "node" and info.id in self.reported and info.id not in cut:
                     if info.applies_to(run.node.backend):
                         self._evaluate_node(run, info)
@@ -274,7 +286,7 @@ class Runner:
                     else:
                         self._add(run, Result(info.id, run.node.name, Status.SKIP, backends.skip_reason(
                             info.backend, run.node.backend, run.backend.how if run.backend else "")))
-            if not (self._plans_ahead() and self.keep_sessions):  # free its connection now
+            if not (plans_ahead and self.keep_sessions):  # free its connection now
                 self._close(run)
         except Exception as exc:  # noqa: BLE001 - a bug: said (exit 4), and the other nodes go on
             self._internal(run, exc)
