@@ -158,3 +158,31 @@ def test_loop_quotes_inventory_paths():
     node = Node("n", "h", ascend_home="/opt/my ascend")
     assert "'/opt/my ascend/driver/tools/hccn_tool'" in ascend.hccn_loop(node, [0], "-ip -g")
     assert ascend.hccn(node, 3, "-ip -g") == "'/opt/my ascend/driver/tools/hccn_tool' -i 3 -ip -g"
+
+
+def test_loop_marks_are_the_regex_matches():
+    """split_loop finds its marker lines by str.find: exactly where _LOOP_MARK (the `^` regex under
+    re.M) matches, on marker soups (marks mid-line, without their space, `@@@`, last line open)."""
+    import random
+
+    from preflight.ascend import probes
+
+    parts = ["@@dev 1", "@@rc 0", "@@dev", "@@rc", "x@@dev 2", "@@@dev 3", "\n", " ", "a", "@@", "@@dev 12 z",
+             "@@rc 1\n", "@", "\r"]
+    rng = random.Random(18)
+    for _ in range(5000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
+        expected = [(m.start(), m.end(), m.group(0)) for m in probes._LOOP_MARK.finditer(text)]
+        assert list(probes._loop_marks(text)) == expected, repr(text)
+
+
+def test_odd_breaks_check_is_the_regex():
+    import random
+
+    from preflight.ascend.hccn import ODD_BREAKS, has_odd_breaks
+
+    chars = ["a", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\u2028", "\u2029", "é", " "]
+    rng = random.Random(18)
+    for _ in range(5000):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 6)))
+        assert has_odd_breaks(text) == (ODD_BREAKS.search(text) is not None), repr(text)
