@@ -179,7 +179,6 @@ class Runner:
         self._lock = threading.Lock()
         self._finished = 0
         self._failed = 0
-        self._parsed: dict[tuple, Any] = {}  # (check, outputs) -> facts: see _parse
         self._selection: tuple[tuple, tuple[list[CheckInfo], list[CheckInfo], bool]] | None = None
 
     # ------------------------------------------------------------ public
@@ -338,28 +337,9 @@ class Runner:
                 run.facts[c.id] = denied
                 continue
             try:
-                run.facts[c.id] = self._parse(c, run.outputs[c.id])
+                run.facts[c.id] = c.module.parse(run.outputs[c.id])
             except Exception as exc:  # noqa: BLE001 - kept as the check's error result
                 run.facts[c.id] = exc
-
-    def _parse(self, info: CheckInfo, outputs: dict[str, CommandOutput]) -> Any:
-        """`info`'s facts from one node's outputs, parsed once per distinct set of outputs.
-
-        `parse` is pure (checkapi), so nodes whose outputs are equal in every field (same text,
-        exit code, timings) have equal facts: a replay of cloned nodes, or firmware and config
-        queries that answer alike cluster-wide, parse once. The key is every field of every
-        output, so a node whose output differs in anything gets its own parse; facts are frozen
-        and no check mutates them, so sharing the object is safe. A parse that raises is not
-        kept (each node gets its own exception, with its own traceback)."""
-        key = (info.id, tuple(sorted(outputs.items())))
-        try:
-            return self._parsed[key]
-        except KeyError:
-            pass
-        except TypeError:  # an unhashable output (not a CommandOutput): no sharing
-            return info.module.parse(outputs)
-        facts = self._parsed[key] = info.module.parse(outputs)
-        return facts
 
     @staticmethod
     def _ask(run: NodeRun, checks: list[CheckInfo], call) -> dict[str, dict[str, Probe]]:
