@@ -79,9 +79,22 @@ NARROW_MASKS = ("255.255.252.0", "255.255.254.0", "255.255.255.0")  # the sim's 
 NARROW_PREFIX = re.compile(r'(\\"prefixlen\\":)(?:2[2-4])\b')
 
 
+def shifted(text: str, seconds: float) -> str:
+    """A recording whose outputs arrived `seconds` later, as a real node's do: no two nodes of a
+    live run have outputs equal in every field (their timings differ), so neither may a clone and
+    its template here, or a cache keyed on whole outputs would measure the copying, not the work."""
+    doc = json.loads(text)
+    for out in doc.values():
+        if isinstance(out, dict):
+            for k in ("received_at", "node_started_at"):
+                if isinstance(out.get(k), (int, float)):
+                    out[k] += seconds
+    return json.dumps(doc)
+
+
 def clone(rec: Path, inv: Path, n: int, folder: Path) -> tuple[Path, Path]:
     """`n` nodes from the recorded ones. A clone gets fresh addresses for the addresses only its
-    template has (host, NPU devices), in the same /16, and every node's rail netmask is widened to
+    template has (host, NPU devices), in the same /16, its own arrival times (shifted()), and every node's rail netmask is widened to
     /16 so that 8 devices x 1,000 nodes fit one subnet per rail: the cluster is healthy, as the
     recording was, and no check meets thousands of false duplicates."""
     doc = yaml.safe_load(inv.read_text())
@@ -124,6 +137,8 @@ def clone(rec: Path, inv: Path, n: int, folder: Path) -> tuple[Path, Path]:
             mapping = {ip: fresh(ip) for ip in sorted(own)}
             swap = (lambda m: mapping.get(m.group(1), m.group(1)))
             text, entry = IPV4.sub(swap, text), IPV4.sub(swap, entry)
+        if i > 0 and (i - 1) >= len(others):
+            text = shifted(text, i * 0.001)
         (out_rec / f"{name}.json").write_text(widen(text))
         entries.append(yaml.safe_load(entry))
     doc["nodes"] = entries
