@@ -24,7 +24,7 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Metric, ParseError, Status, first_line, passed, skipped
+from preflight.checkapi import CommandOutput, Finding, ParseError, Status, first_line, passed, skipped
 from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"

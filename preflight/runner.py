@@ -371,9 +371,6 @@ class Runner:
         for f in findings or [Finding(Status.ERROR, "the check returned no result")]:
             self._add(run, _result(info.id, node.name, f, duration))
 
-    def _plans_ahead(self) -> bool:
-        return any(self.every[c].scope == "cluster" and self.every[c].has("plan") for c in self.reported)
-
     @staticmethod
     def _close(run: NodeRun) -> None:
         session, run.session = run.session, None

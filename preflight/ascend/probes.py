@@ -28,7 +28,7 @@ from typing import Iterable
 from ..checkapi import CommandOutput, ParseError, Probe, Shell, cmd, sh
 from ..node import Node
 from . import npu_smi
-from .hccn import ODD_BREAKS
+from .hccn import has_odd_breaks
 
 NPU_SMI_INFO = "npu-smi info"
 NPU_SMI_MAP = "npu-smi info -m"
@@ -70,12 +70,10 @@ def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
     """`hccn_loop` output -> {device: CommandOutput(stdout=its text, rc=its exit code)}.
 
     Raises ParseError when the framing is broken (a device without its `@@rc` line: the loop was
-    cut short). The marker lines are found by one regex scan and each device's text is sliced out,
+    cut short). The marker lines are found by plain string search and each device's text is sliced out,
     not rebuilt line by line (7 loops x 8 devices a node); text with other line breaks than
     `\\n` takes the line-by-line path, which reads them as `str.splitlines()` does."""
     text = out.stdout
-    from .hccn import has_odd_breaks  # (here: the module's import lines are kept as they are)
-
     if has_odd_breaks(text):
         return _split_lines(text)
     per_dev: dict[int, CommandOutput] = {}
