@@ -5,6 +5,7 @@ only translates Ansible's colon ranges to it and keeps expansion order for zippi
 """
 from __future__ import annotations
 
+import functools
 import re
 import string
 
@@ -63,22 +64,13 @@ def expand(pattern: str) -> list[str]:
 
 def fold(names) -> str:
     """`node01,node02,node03` -> `node[01-03]` (also the Slurm hostlist form)."""
-    key = tuple(names)
-    folded = _FOLDED.get(key)
-    if folded is None:
-        if len(_FOLDED) >= FOLD_CACHE_SIZE:
-            _FOLDED.clear()
-        folded = _FOLDED[key] = _fold(key)
-    return folded
+    return _fold(tuple(names))
 
 
 # fold() is pure and a report folds the same node lists again and again (a check that passed on
 # every node names all of them; the table, the checklist and the HTML matrix each fold them), while
 # ClusterShell parses every name anew (about 0.1 ms a name): results kept by the exact name tuple.
-FOLD_CACHE_SIZE = 1024
-_FOLDED: dict[tuple[str, ...], str] = {}
-
-
+@functools.lru_cache(maxsize=1024)
 def _fold(names: tuple[str, ...]) -> str:
     if not names:
         return ""

@@ -13,6 +13,7 @@ command text is found again by redacting the command of a replay the same way.
 """
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from typing import Any, Iterable, Mapping
@@ -24,19 +25,14 @@ MIN_VALUE_LEN = 6  # shorter secret values are not searched for in free text (th
 
 
 def is_secret(name: str) -> bool:
-    name = str(name)
-    got = _SECRET_NAMES.get(name)
-    if got is None:
-        if len(_SECRET_NAMES) >= SECRET_CACHE_SIZE:
-            _SECRET_NAMES.clear()
-        got = _SECRET_NAMES[name] = bool(SECRET_NAME.search(name))
-    return got
+    return _is_secret(str(name))
 
 
 # The answer per name, kept: every node's environment (env -0, the launch environment) names the
 # same few hundred variables, asked again for each node by the report, env.comm and the recorder.
-SECRET_CACHE_SIZE = 4096
-_SECRET_NAMES: dict[str, bool] = {}
+@functools.lru_cache(maxsize=4096)
+def _is_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
 
 
 def value(name: str, val: Any) -> Any:

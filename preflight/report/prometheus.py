@@ -9,6 +9,7 @@ The file is replaced atomically in its own directory so the collector never read
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -60,24 +61,11 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
 
 
-def metric_name(name: str, unit: str) -> tuple[str, float]:
-    """`optical_rx_power` in mW -> (`preflight_optical_rx_power_watts`, 0.001)."""
-    got = _METRIC_NAMES.get((name, unit))
-    if got is None:
-        if len(_METRIC_NAMES) >= NAME_CACHE_SIZE:
-            _METRIC_NAMES.clear()
-        got = _METRIC_NAMES[(name, unit)] = _metric_name(name, unit)
-    return got
-
-
 # A report carries ~100 metrics a node under a handful of names, units and label keys: their
 # Prometheus spellings are kept (pure functions of the text), not re-derived by regex per sample.
-NAME_CACHE_SIZE = 4096
-_METRIC_NAMES: dict[tuple[str, str], tuple[str, float]] = {}
-_LABEL_KEYS: dict[str, str] = {}
-
-
-def _metric_name(name: str, unit: str) -> tuple[str, float]:
+@functools.lru_cache(maxsize=4096)
+def metric_name(name: str, unit: str) -> tuple[str, float]:
+    """`optical_rx_power` in mW -> (`preflight_optical_rx_power_watts`, 0.001)."""
     suffix, factor = UNITS.get(unit, (_name(unit).strip("_").lower(), 1.0) if unit else ("", 1.0))
     base = _name(name)
     if suffix and not base.endswith("_" + suffix):
@@ -125,15 +113,11 @@ def _metric_labels(node: str, check: str, labels: dict[str, Any]) -> dict[str, s
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _label_key(k: str) -> str:
     """A metric's label name as exported: Prometheus-safe, and kept off `node`, `check` and `__*`."""
-    got = _LABEL_KEYS.get(k)
-    if got is None:
-        key = _name(k)
-        if len(_LABEL_KEYS) >= NAME_CACHE_SIZE:
-            _LABEL_KEYS.clear()
-        got = _LABEL_KEYS[k] = "metric_" + key if key in RESERVED or key.startswith("__") else key
-    return got
+    key = _name(k)
+    return "metric_" + key if key in RESERVED or key.startswith("__") else key
 
 
 def families(report: Report, busy: Iterable[str] = ()) -> _Families:

@@ -132,14 +132,15 @@ def test_reports_redact_what_a_check_echoed(checks, tmp_path: Path):
     assert "export HF_TOKEN=********" in r.remediation and r.details["env"]["MODE"] == "x"
 
 
-def test_secret_name_cache_answers_each_name_for_itself(monkeypatch):
-    """is_secret keeps its answer by the exact name: a name asked again gets its own answer back,
-    also after the cache started over."""
+def test_secret_name_cache_answers_each_name_for_itself():
+    """is_secret keeps its answer by the exact name (a bounded cache): a name asked again gets its
+    own answer back, whatever was asked in between."""
     from preflight import redact
 
-    monkeypatch.setattr(redact, "_SECRET_NAMES", {})
+    redact._is_secret.cache_clear()
     assert redact.is_secret("HF_TOKEN") and not redact.is_secret("HF_HOME")
     assert redact.is_secret("HF_TOKEN") and not redact.is_secret("HF_HOME")
     assert redact.is_secret("API_KEY") and not redact.is_secret("KEYBOARD")
-    monkeypatch.setattr(redact, "SECRET_CACHE_SIZE", 1)
     assert not redact.is_secret("PATH") and redact.is_secret("DB_PASSWORD") and not redact.is_secret("PATH")
+    assert redact.is_secret("X_TOKEN") and not redact.is_secret(42)  # anything, as its text
+    assert redact._is_secret.cache_info().hits >= 3 and redact._is_secret.cache_info().maxsize is not None

@@ -109,19 +109,19 @@ def test_format_prometheus_needs_output(tmp_path):
     assert r.exit_code == 2 and "--format prometheus needs --output" in r.output
 
 
-def test_name_caches_answer_each_name_for_itself(monkeypatch):
-    """metric_name and the label keys are kept by their exact text: each name and unit gets its
-    own spelling back, also after the cache started over."""
+def test_name_caches_answer_each_name_for_itself():
+    """metric_name and the label keys are kept by their exact text (bounded caches): each name and
+    unit gets its own spelling back, whatever was asked in between."""
     from preflight.report import prometheus as prom
 
-    monkeypatch.setattr(prom, "_METRIC_NAMES", {})
-    monkeypatch.setattr(prom, "_LABEL_KEYS", {})
+    prom.metric_name.cache_clear()
+    prom._label_key.cache_clear()
     assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
     assert prom.metric_name("optical_rx_power", "C") == ("preflight_optical_rx_power_celsius", 1.0)
     assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
     labels = prom._metric_labels("n1", "c", {"node": "x", "lane": 1})
     assert labels == {"node": "n1", "check": "c", "lane": "1", "metric_node": "x"}
-    monkeypatch.setattr(prom, "NAME_CACHE_SIZE", 1)
     assert prom.metric_name("a-b", "") == ("preflight_a_b", 1.0)
+    assert prom.metric_name.cache_info().hits >= 1 and prom.metric_name.cache_info().maxsize is not None
     assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
     assert prom.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd' and prom.escape_label("plain") == "plain"
