@@ -148,12 +148,18 @@ flush() { :; }
 # paramiko, whatever its size, so frames that finish close together leave in one write. A finished
 # frame is held at most HOLD_S: `settle` watches the next probe (builtins only: `kill -0` and a
 # timed `read` on a FIFO nobody writes, so no process per tick) and sends what is held once that
-# probe has run past the hold, so a probe that hangs never holds back the ones before it. Holding
-# needs bash's clock ($EPOCHREALTIME) and `read -t`; under another sh each frame leaves at once.
+# probe has run past the hold, so a probe that hangs never holds back the ones before it. A send
+# starts with `@@PF:<nonce>:T <node clock, us>`: the parser takes the hold off each frame's arrival
+# time, so env.consistency's clock offset stays the transit time, not the hold. Holding needs
+# bash's clock ($EPOCHREALTIME) and `read -t`; under another sh each frame leaves at once.
 _FRAME_HELD = r"""tick=
 if [ -n "${EPOCHREALTIME:-}" ] && mkfifo "$d/t" 2>/dev/null && exec 5<>"$d/t"; then tick={tick}; fi
 hs=
-flush() { [ -s "$d/h" ] && cat "$d/h"; : >"$d/h"; hs=; }
+flush() {
+  if [ -z "$tick" ]; then [ -s "$d/h" ] && cat "$d/h"
+  elif [ -s "$d/h" ]; then now; { printf '@@PF:{nonce}:T %s\n' "$t"; cat "$d/h"; } >"$d/f"; cat "$d/f"; fi
+  : >"$d/h"; hs=
+}
 frame() {
   { printf '@@PF:{nonce}:B %s %s %s %s\n' "$1" "$2" "$s" "$t"; head -q -c "${3:-{cap1}}" "$d/o" "$d/e1" "$d/e" "$d/z1"; } >>"$d/h"
   [ -n "$hs" ] || hs=$t
@@ -285,7 +291,7 @@ def _int(value: bytes, default: int = 0) -> int:
         return default
 
 
-_BEGIN = re.compile(rb"@@PF:(\S+?):B (\d+) (\d+|N|S) (\S*) (\S*)\n")
+_BEGIN = re.compile(rb"@@PF:(\S+?):(?:B (\d+) (\d+|N|S) (\S*) (\S*)|T (\d+))\n")  # a frame, or a send's time
 
 
 class FrameParser:
@@ -301,6 +307,7 @@ class FrameParser:
         self._out: bytes | None = None
         self._from = 0  # where the next marker search starts (a 1 MiB stream arrives in many reads)
         self.noise = b""  # what the login shell printed outside frames (e.g. .bashrc chatter)
+        self._sent_at = 0  # the node's clock (us) when the frames now arriving left it (a `T` line), 0: at once
 
     def feed(self, data: bytes) -> Iterator[tuple[int, CommandOutput]]:
         self._buf += data
@@ -337,7 +344,10 @@ class FrameParser:
         while (m := _BEGIN.search(self._buf, pos)) is not None:
             if m.group(1) == self._nonce:
                 self.noise = (self.noise + self._buf[: m.start()])[-4096:]
-                self._head, self._buf = m.groups()[1:], self._buf[m.end():]
+                if m.group(6) is not None:  # the frames after it were held on the node until then
+                    self._sent_at, self._buf, pos = _int(m.group(6)), self._buf[m.end():], 0
+                    continue
+                self._head, self._buf = m.groups()[1:5], self._buf[m.end():]
                 return True
             pos = m.start() + 1
         keep = max(0, len(self._buf) - 256)  # a begin line may be split across reads
@@ -357,7 +367,15 @@ class FrameParser:
         return CommandOutput(  # a job batch's stdout carries frames: kept byte for byte (surrogateescape)
             stdout=_text(out, cap, "surrogateescape" if probe.cap else "replace"), stderr=_text(err, cap), rc=rc,
             duration_s=duration, timed_out=timed_out, truncated=len(out) > cap or len(err) > cap,
-            error=error, node_started_at=_int(t0) / 1e6 if t0.isdigit() else None, received_at=time.time())
+            error=error, node_started_at=_int(t0) / 1e6 if t0.isdigit() else None,
+            received_at=time.time() - self._held(t1))
+
+    def _held(self, t1: bytes) -> float:
+        """How long a frame waited on the node after its probe ended (seconds, node clock), so
+        received_at is when it would have arrived sent at once."""
+        if not self._sent_at or not t1.isdigit():
+            return 0.0
+        return max(0.0, (self._sent_at - _int(t1)) / 1e6)
 
 
 def _not_run(token: bytes, err: bytes, t0: bytes) -> CommandOutput:

@@ -289,6 +289,29 @@ def test_a_held_frame_leaves_while_the_next_probe_still_runs():
     assert chunks[-1][0] >= 2.9
 
 
+def test_a_held_frame_keeps_the_clock_offset_to_the_transit_time():
+    """env.consistency reads a node's clock offset as (probe end on the node) - (arrival here): a
+    frame held 0.2 s on the node must not look 0.2 s behind. Same host, same clock: the offset is
+    the pipe's transit, milliseconds."""
+    specs = [ProbeSpec("clock", "date +%s.%N", 10), ProbeSpec("slow", "sleep 1", 10)]
+    proc = subprocess.Popen(["/bin/bash", "--norc", "--noprofile", "-c", driver_script(specs, "n0nce")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    killer = threading.Timer(30, proc.kill)
+    killer.start()
+    parser, got = FrameParser("n0nce", specs), {}
+    try:
+        while len(got) < 2 and (chunk := proc.stdout.read1(65536)):
+            got.update(parser.feed(chunk))  # parsed as it arrives, as collect() does
+    finally:
+        killer.cancel()
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+    out = got[0]
+    offset = out.node_started_at + out.duration_s - out.received_at
+    assert abs(offset) < 0.1, f"clock offset {offset:+.3f}s from a held frame"
+
+
 # ---------------------------------------------------------------- the parser alone
 
 def _frame(nonce: str, idx: int, rc: int, out: bytes, err: bytes, t0: int = 1_000_000,
