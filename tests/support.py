@@ -29,10 +29,11 @@ def fixture_names(prefix: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def loopback_listener(hold: bool):
+def loopback_listener(hold: bool, greeting: bytes = b""):
     """A loopback TCP port that accepts and then closes at once (`hold=False`: sshd refusing a
-    session) or never speaks (`hold=True`: a hung sshd). Yields (port, an Event set once a client
-    came); bounded: the accept thread ends when the socket closes."""
+    session) or never speaks (`hold=True`: a hung sshd), after sending `greeting` if any (an SSH
+    banner: an sshd that stalls after it). Yields (port, an Event set once a client came);
+    bounded: the accept thread ends when the socket closes."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
@@ -44,6 +45,8 @@ def loopback_listener(hold: bool):
                 conn = srv.accept()[0]
             except OSError:
                 return
+            if greeting:
+                conn.sendall(greeting)
             held.append(conn) if hold else conn.close()
             hit.set()
 

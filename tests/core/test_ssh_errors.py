@@ -115,29 +115,8 @@ def test_forks_lowered_to_what_the_descriptor_limit_covers(tmp_path):
 def banner_then_silence():
     """A loopback 'sshd' that sends its banner and then never answers the key exchange (sshd
     overloaded after accept, or something in the path holding the connection)."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    held = []
-
-    def serve():
-        while True:
-            try:
-                conn = srv.accept()[0]
-            except OSError:
-                return
-            conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
-            held.append(conn)
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    try:
-        yield srv.getsockname()[1]
-    finally:
-        srv.close()
-        for c in held:
-            c.close()
-        th.join(5)
+    with loopback_listener(hold=True, greeting=b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n") as (port, _):
+        yield port
 
 
 def test_a_key_exchange_that_never_comes_is_unreachable_and_starts_no_timer_thread(banner_then_silence,
