@@ -160,8 +160,21 @@ def test_loop_quotes_inventory_paths():
     assert ascend.hccn(node, 3, "-ip -g") == "'/opt/my ascend/driver/tools/hccn_tool' -i 3 -ip -g"
 
 
+def test_error_scan_finds_a_needle_exactly_when_one_occurs():
+    """error_line's one-scan pre-check (a trie of the needles) says "an error is here" exactly
+    when one of ERRORS' needles occurs: on every needle, its prefixes, and soups of their pieces."""
+    import random
+
+    needles = [n for n, _ in hccn.ERRORS]
+    parts = [n for n in needles] + [n[:k] for n in needles for k in (1, 3, len(n) - 1)] + ["\n", " ", "x"]
+    rng = random.Random(9)
+    for _ in range(5000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 5)))
+        assert (hccn._ANY_ERROR.search(text) is not None) == any(n in text for n in needles), repr(text)
+
+
 def test_loop_marks_are_the_regex_matches():
-    """split_loop finds its marker lines by str.find: exactly where _LOOP_MARK (the `^` regex under
+    """split_loop finds its marker lines by str.split: exactly where _LOOP_MARK (the `^` regex under
     re.M) matches, on marker soups (marks mid-line, without their space, `@@@`, last line open)."""
     import random
 
@@ -172,8 +185,8 @@ def test_loop_marks_are_the_regex_matches():
     rng = random.Random(18)
     for _ in range(5000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
-        expected = [(m.start(), m.end(), m.group(0)) for m in probes._LOOP_MARK.finditer(text)]
-        assert list(probes._loop_marks(text)) == expected, repr(text)
+        expected = [(m.start(), m.group(0)) for m in probes._LOOP_MARK.finditer(text)]
+        assert probes._loop_marks(text) == expected, repr(text)
 
 
 def test_odd_breaks_check_is_the_regex():
