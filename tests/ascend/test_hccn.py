@@ -173,6 +173,36 @@ def test_error_scan_finds_a_needle_exactly_when_one_occurs():
         assert (hccn._ANY_ERROR.search(text) is not None) == any(n in text for n in needles), repr(text)
 
 
+def test_optical_fields_are_the_key_value_lines():
+    """_optical_fields reads what a regex over `key:value` lines reads (the first colon splits,
+    both sides stripped, the `optical info:` heading and blank lines left out), and refuses the
+    first non-blank line without a colon, on soups of real and odd lines."""
+    import random
+    import re
+
+    def oracle(text: str) -> dict[str, str]:
+        for line in text.split("\n"):
+            if ":" not in line and line.strip():
+                raise ParseError("bare", line)
+        return {k.strip(): v.strip() for k, v in re.findall(r"^([^:\n]*):([^\n]*)$", text, re.M)
+                if (k + v).strip() != "optical info"}
+
+    parts = ["optical info:", "present              : present", "Tx Power0            : 1.4035 mW",
+             "high power enable reg: enabled", "", "   ", "a:b:c", " : x", "optical: info", "no colon here",
+             "Tx Los Flag          : 0x0", "optical info :  "]
+    rng = random.Random(11)
+    for _ in range(3000):
+        text = "\n".join(rng.choice(parts) for _ in range(rng.randint(0, 8))) + rng.choice(["", "\n"])
+        try:
+            want = oracle(text)
+        except ParseError as exc:
+            with pytest.raises(ParseError) as got:
+                hccn._optical_fields(text)
+            assert got.value.text == exc.text
+            continue
+        assert hccn._optical_fields(text) == want, repr(text)
+
+
 def test_loop_marks_are_the_regex_matches():
     """split_loop finds its marker lines by str.split: exactly where _LOOP_MARK (the `^` regex under
     re.M) matches, on marker soups (marks mid-line, without their space, `@@@`, last line open)."""
