@@ -34,6 +34,11 @@ KNOWN_ERRORS: tuple[tuple[str, str], ...] = (
     ("Failed to execute npu-smi", "npu-smi could not execute the query"),
 )
 _PAIR = re.compile(r"(\S+?)\s*/\s*(\S+)")  # "3408 / 65536", "41052/ 65536"
+_TABLE_HEAD = re.compile(r"\|\s*NPU\s+Name\s*\|")
+_PROCESS_HEAD = re.compile(r"\|\s*NPU\s+Chip\s*\|\s*Process id")
+_NO_PROCESS = re.compile(r"No running processes found in NPU\s+(\d+)")
+_TOOL_VERSION = re.compile(r"npu-smi\s+(\S+)")
+_DRIVER_VERSION = re.compile(r"Version:\s*(\S+)")
 
 
 @dataclass(frozen=True)
@@ -166,11 +171,11 @@ def parse_info(text: str) -> InfoTable:
     Cached (the result is frozen): npu.health, npu.idle and every hccn.* check read the same table."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.lstrip().startswith(("|", "+"))]
     banner = next((ln for ln in lines if "npu-smi" in ln and "Version:" in ln), None)
-    head = next((i for i, ln in enumerate(lines) if re.match(r"\|\s*NPU\s+Name\s*\|", ln)), None)
+    head = next((i for i, ln in enumerate(lines) if _TABLE_HEAD.match(ln)), None)
     if banner is None or head is None or head + 1 >= len(lines):
         raise ParseError("npu-smi info: no device table in the output", known_error(text) or text)
-    tool = re.search(r"npu-smi\s+(\S+)", banner)
-    driver = re.search(r"Version:\s*(\S+)", banner)
+    tool = _TOOL_VERSION.search(banner)
+    driver = _DRIVER_VERSION.search(banner)
     layout = LAYOUTS.get(tuple(_cells(lines[head + 1])[0].split()))
     if layout is None:
         raise ParseError("npu-smi info: unknown table layout", lines[head + 1])
@@ -182,11 +187,11 @@ def parse_info(text: str) -> InfoTable:
     for line in lines[head + 2:]:
         if line.startswith("+"):
             continue
-        if re.match(r"\|\s*NPU\s+Chip\s*\|\s*Process id", line):  # trap 7: process header ends devices
+        if "Process id" in line and _PROCESS_HEAD.match(line):  # trap 7: process header ends devices
             in_procs = True
             continue
         if in_procs:
-            idle_m = re.search(r"No running processes found in NPU\s+(\d+)", line)
+            idle_m = _NO_PROCESS.search(line)
             if idle_m:
                 idle.append(int(idle_m.group(1)))
             else:
