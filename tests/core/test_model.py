@@ -94,3 +94,22 @@ def test_result_to_dict_fields():
     assert d == {"check": "hccn.link", "node": "n1", "status": "fail", "summary": "device 5 link DOWN",
                  "details": {"failed_devices": [5]}, "remediation": "fix it", "action": None,
                  "duration_s": 0.123}
+
+
+def test_command_output_init_takes_exactly_the_fields_with_their_defaults():
+    """CommandOutput's hand-written __init__ (a fast path, see its comment) names every field in
+    order with its default, so a field added to the class and not to __init__ fails here."""
+    import dataclasses
+    import inspect
+
+    from preflight.model import CommandOutput
+
+    params = list(inspect.signature(CommandOutput.__init__).parameters.values())[1:]
+    fields = dataclasses.fields(CommandOutput)
+    assert [(p.name, p.default) for p in params] == [(f.name, f.default) for f in fields]
+    out = CommandOutput("o", "e", 3, 1.5, True, False, "why", "why", 1.0, 2.0)
+    assert dataclasses.asdict(out) == dict(zip([f.name for f in fields], ["o", "e", 3, 1.5, True, False, "why", "why", 1.0, 2.0]))
+    assert out == CommandOutput(**dataclasses.asdict(out)) and hash(out) == hash(CommandOutput(**dataclasses.asdict(out)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.rc = 0  # type: ignore[misc]
+    assert dataclasses.replace(out, rc=0).rc == 0 and CommandOutput().rc == 0 and CommandOutput().stdout == ""
