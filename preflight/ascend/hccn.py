@@ -94,9 +94,12 @@ def asctime(text: str) -> datetime:
 
 # ---- -link -g -----------------------------------------------------------------------------------
 
+_LINK = re.compile(r"^link status:\s*(UP|DOWN)\s*$", re.M)
+
+
 def parse_link(text: str) -> str:
     """`link status: UP` -> "UP" (DRV prints exactly UP or DOWN)."""
-    m = re.search(r"^link status:\s*(UP|DOWN)\s*$", text, re.M)
+    m = _LINK.search(text)
     if not m:
         raise ParseError("hccn_tool -link -g: no `link status: UP|DOWN` line", text)
     return m.group(1)
@@ -114,6 +117,7 @@ class LinkStat:
 
 # Both prefixes: `[devid 0]` (fixtures, current DRV) and `[device 0]` (MC docs, older version).
 _STAT_PREFIX = re.compile(r"^\[(?:devid|device) \d+\]")
+_STAT_RECORD = re.compile(r"^\s+(.+?)\s+LINK (UP|DOWN)\s*$")  # "    Tue Aug  1 14:44:40 2022    LINK DOWN"
 
 
 def parse_link_stat(text: str) -> LinkStat:
@@ -122,10 +126,11 @@ def parse_link_stat(text: str) -> LinkStat:
     for line in text.splitlines():
         if not line.strip():
             continue
-        if not _STAT_PREFIX.match(line):
+        prefix = _STAT_PREFIX.match(line)
+        if not prefix:
             raise ParseError("hccn_tool -link_stat -g: line without `[devid N]` prefix", line)
-        rest = _STAT_PREFIX.sub("", line)
-        rec = re.match(r"^\s+(.+?)\s+LINK (UP|DOWN)\s*$", rest)  # "    Tue Aug  1 14:44:40 2022    LINK DOWN"
+        rest = line[prefix.end():]
+        rec = _STAT_RECORD.match(rest)
         if rec:
             records.append((asctime(rec.group(1)), rec.group(2), rec.group(1)))
             continue
@@ -149,9 +154,12 @@ def _int(value: str, text: str) -> int:
 
 # ---- -net_health -g -----------------------------------------------------------------------------
 
+_NET_HEALTH = re.compile(r"^net health status:\s*(.+?)\s*$", re.M)
+
+
 def parse_net_health(text: str) -> str:
     """`net health status: Socket failed` -> "Socket failed" (the string as printed)."""
-    m = re.search(r"^net health status:\s*(.+?)\s*$", text, re.M)
+    m = _NET_HEALTH.search(text)
     if not m:
         raise ParseError("hccn_tool -net_health -g: no `net health status:` line", text)
     return m.group(1)
@@ -299,9 +307,13 @@ def parse_stat(text: str) -> dict[str, int]:
     return counters
 
 
+_FEC = re.compile(r"^fec mode:\s*(.+?)\s*$", re.M)
+_TLS = re.compile(r"tls switch\[(\d+)\]")
+
+
 def parse_fec(text: str) -> str:
     """`fec mode: rs FEC mode` -> "rs FEC mode"."""
-    m = re.search(r"^fec mode:\s*(.+?)\s*$", text, re.M)
+    m = _FEC.search(text)
     if not m:
         raise ParseError("hccn_tool -fec -g: no `fec mode:` line", text)
     return m.group(1)
@@ -309,7 +321,7 @@ def parse_fec(text: str) -> str:
 
 def parse_tls_switch(text: str) -> int:
     """`dev_id:0, tls switch[0](0:disable, 1:enable), ...` -> 0."""
-    m = re.search(r"tls switch\[(\d+)\]", text)
+    m = _TLS.search(text)
     if not m:
         raise ParseError("hccn_tool -tls -g: no `tls switch[N]`", text)
     return int(m.group(1))

@@ -135,11 +135,16 @@ def _split_lines(text: str) -> dict[int, CommandOutput]:
     return per_dev
 
 
+_MISSING = re.compile(re.escape(MISSING_MARK) + r" (.+)")
+
+
 def hccn_missing(out: CommandOutput | None) -> str | None:
     """The hccn_tool path looked at, when the loop found no executable there."""
     if out is None:
         return None
-    m = re.search(re.escape(MISSING_MARK) + r" (.+)", out.stdout)
+    if MISSING_MARK + " " not in out.stdout:  # one C scan of a loop's whole text (11 kB for -optical)
+        return None
+    m = _MISSING.search(out.stdout)
     return m.group(1).strip() if m else None
 
 
