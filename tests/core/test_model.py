@@ -96,17 +96,35 @@ def test_result_to_dict_fields():
                  "duration_s": 0.123}
 
 
-def test_command_output_init_takes_exactly_the_fields_with_their_defaults():
-    """CommandOutput's hand-written __init__ (a fast path, see its comment) names every field in
-    order with its default, so a field added to the class and not to __init__ fails here."""
+@pytest.mark.parametrize("cls", ["preflight.model.CommandOutput", "preflight.transport.batch.ProbeSpec"])
+def test_hand_written_init_takes_exactly_the_fields_with_their_defaults(cls):
+    """The hand-written __init__ of CommandOutput and ProbeSpec (a fast path, see its comment)
+    names every field in order with its default, so a field added to the class and not to
+    __init__ fails here."""
     import dataclasses
+    import importlib
     import inspect
+
+    module, _, name = cls.rpartition(".")
+    klass = getattr(importlib.import_module(module), name)
+    params = list(inspect.signature(klass.__init__).parameters.values())[1:]
+    fields = dataclasses.fields(klass)
+    no_default = (inspect.Parameter.empty, dataclasses.MISSING)
+    assert [(p.name, p.default if p.default is not inspect.Parameter.empty else no_default) for p in params] == \
+        [(f.name, f.default if f.default is not dataclasses.MISSING else no_default) for f in fields]
+    values = [f"v{i}" for i in range(len(fields))]
+    made = klass(*values)
+    assert [getattr(made, f.name) for f in fields] == values and made == klass(**dataclasses.asdict(made))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, fields[0].name, "x")
+
+
+def test_command_output_init_takes_exactly_the_fields_with_their_defaults():
+    import dataclasses
 
     from preflight.model import CommandOutput
 
-    params = list(inspect.signature(CommandOutput.__init__).parameters.values())[1:]
     fields = dataclasses.fields(CommandOutput)
-    assert [(p.name, p.default) for p in params] == [(f.name, f.default) for f in fields]
     out = CommandOutput("o", "e", 3, 1.5, True, False, "why", "why", 1.0, 2.0)
     assert dataclasses.asdict(out) == dict(zip([f.name for f in fields], ["o", "e", 3, 1.5, True, False, "why", "why", 1.0, 2.0]))
     assert out == CommandOutput(**dataclasses.asdict(out)) and hash(out) == hash(CommandOutput(**dataclasses.asdict(out)))
