@@ -36,6 +36,7 @@ HCCL/NCCL will use), `.gloo_iface`, `.master_ips`, `.is_master`.
 from __future__ import annotations
 
 import difflib
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass, replace
@@ -85,7 +86,7 @@ class Facts:
     ib_ports: tuple | None = None  # NVIDIA nodes: RDMA ports (preflight.nvidia.ibstat.Port); None: not read
     ib_source: str = ""
 
-    @property
+    @functools.cached_property  # asked by env.comm, net.ports and env.consistency for every node: worked out once
     def is_master(self) -> bool:
         """Owns a (non-loopback) resolved MASTER_ADDR on an UP interface (SPEC's master node)."""
         for ip in self.master_ips:
@@ -96,7 +97,14 @@ class Facts:
 
     def comm(self, backend: str = "ascend") -> Comm:
         """The communication address of this node: HCCL_IF_IP, else the first usable interface the
-        IFNAME selects, else HCCL's default order (NCCL's on NVIDIA)."""
+        IFNAME selects, else HCCL's default order (NCCL's on NVIDIA). Worked out once a backend:
+        several rules and checks ask it of every node (the facts are frozen, so it cannot change)."""
+        memo = self.__dict__.setdefault("_comm_by_backend", {})  # beside the fields: not compared, not in asdict()
+        if backend not in memo:
+            memo[backend] = self._comm(backend)
+        return memo[backend]
+
+    def _comm(self, backend: str) -> Comm:
         if backend != "nvidia" and self.env.get("HCCL_IF_IP"):
             owner = iproute.owner(self.interfaces, self.env["HCCL_IF_IP"].strip())
             return Comm(self.env["HCCL_IF_IP"].strip(), owner.name if owner else None, "HCCL_IF_IP")
