@@ -37,7 +37,13 @@ def command(node: Node, then: Shell | str = "env -0") -> Shell:
     launch environment."""
     flags = "-lc" if node.launch_shell == "login" else "-c"
     then = then if isinstance(then, Shell) else sh(then)
-    return sh("bash {flags} {script}", flags=flags, script=seq([script(node), then]))
+    return _command(flags, script(node), then)
+
+
+@functools.lru_cache(maxsize=4096)
+def _command(flags: str, env_script: Shell, then: Shell) -> Shell:
+    """Cached as _script is (five checks a node ask it; the quoted script is the long part)."""
+    return sh("bash {flags} {script}", flags=flags, script=seq([env_script, then]))
 
 
 def probe(node: Node) -> dict[str, Probe]:

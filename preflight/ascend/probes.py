@@ -22,6 +22,7 @@ before running anything (a missing tool is a clear fail naming the path, not a p
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable
 
@@ -57,10 +58,17 @@ def hccn(node: Node, dev: int, args: str) -> Shell:
 
 def hccn_loop(node: Node, devices: Iterable[int], args: str) -> Shell:
     """One probe running `hccn_tool -i N <args>` for every device (shape in the module docstring)."""
+    return _hccn_loop(node.hccn_tool, tuple(int(d) for d in devices), args)
+
+
+@functools.lru_cache(maxsize=256)
+def _hccn_loop(tool: str, ids: tuple[int, ...], args: str) -> Shell:
+    """Cached by what the text is made of: every node of a cluster asks the same loops (its tool
+    path and device ids are the cluster's), five checks a node."""
     return sh("[ -x {tool} ] || {{ echo {missing}; exit 127; }}; "
               "for i in {ids}; do echo {dev} $i; LC_ALL=C {tool} -i $i {args} 2>&1; echo {rc} $?; done",
-              tool=node.hccn_tool, missing=MISSING_MARK + " " + node.hccn_tool, ids=[int(d) for d in devices],
-              args=args.split(), dev=DEV_MARK, rc=RC_MARK)
+              tool=tool, missing=MISSING_MARK + " " + tool, ids=list(ids), args=args.split(), dev=DEV_MARK,
+              rc=RC_MARK)
 
 
 _LOOP_MARK = re.compile(r"^(?:@@dev|@@rc) [^\n]*", re.M)
