@@ -54,6 +54,8 @@ def _escape_help(text: str) -> str:
 
 
 def _fmt(v: float) -> str:
+    if type(v) is float and -1e15 < v < 1e15 and not v.is_integer():  # most samples: a finite fraction
+        return repr(v)
     if math.isnan(v):
         return "NaN"
     if math.isinf(v):
@@ -74,29 +76,39 @@ def metric_name(name: str, unit: str) -> tuple[str, float]:
 
 
 class _Families:
-    """Family name -> (help, {label tuple: value}); a repeated label set keeps the last value."""
+    """Family name -> (help, {label text: value}); a repeated label set keeps the last value.
+
+    Samples are kept by their label text as exported (`node="n1",check="c"`): the escaping is
+    one-to-one, so equal texts are equal label sets, and the text is made once, when added."""
 
     def __init__(self) -> None:
         self.order: list[str] = []
         self.help: dict[str, str] = {}
-        self.samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        self.samples: dict[str, dict[str, float]] = {}
 
     def add(self, name: str, help_text: str, labels: dict[str, str], value: float) -> None:
-        if name not in self.samples:
+        self.add_text(name, help_text, _label_text(labels), value)
+
+    def add_text(self, name: str, help_text: str, labels: str, value: float) -> None:
+        samples = self.samples.get(name)
+        if samples is None:
             self.order.append(name)
             self.help[name] = help_text
-            self.samples[name] = {}
-        self.samples[name][tuple(labels.items())] = value
+            samples = self.samples[name] = {}
+        samples[labels] = value
 
     def text(self) -> str:
         lines: list[str] = []
         for name in self.order:
             lines.append(f"# HELP {name} {_escape_help(self.help[name])}")
             lines.append(f"# TYPE {name} gauge")
-            for labels, value in self.samples[name].items():
-                lab = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels)
-                lines.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")
+            lines += [f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}"
+                      for lab, value in self.samples[name].items()]
         return "\n".join(lines) + "\n"
+
+
+def _label_text(labels: dict[str, str]) -> str:
+    return ",".join([f'{k}="{escape_label(v)}"' for k, v in labels.items()])
 
 
 def _epoch(ts: str) -> float:
@@ -107,7 +119,12 @@ def _epoch(ts: str) -> float:
 
 
 def _metric_labels(node: str, check: str, labels: dict[str, Any]) -> dict[str, str]:
-    out = {"node": node, "check": check}
+    return {"node": node, "check": check, **_own_labels(labels)}
+
+
+def _own_labels(labels: dict[str, Any]) -> dict[str, str]:
+    """A metric's labels as exported, sorted by name; _label_key keeps them off `node` and `check`."""
+    out: dict[str, str] = {}
     for k, v in sorted(labels.items()):
         out[_label_key(str(k))] = str(v)
     return out
@@ -147,13 +164,19 @@ def families(report: Report, busy: Iterable[str] = ()) -> _Families:
     fam.add("preflight_run_exit_code", "Exit code of the last run (docs/SPEC.md: 0 ready, 1 not ready, 3 incomplete)",
             {}, report.exit_code)
     for r in report.results:
-        for m in r.details.get("metrics") or ():
+        metrics = r.details.get("metrics")
+        if not metrics:
+            continue
+        # node and check lead every sample's labels (_metric_labels): their text is made once a result
+        lead = _label_text({"node": r.node or CLUSTER_LABEL, "check": r.check})
+        for m in metrics:
             if not isinstance(m, dict) or not isinstance(m.get("value"), (int, float)) or not m.get("name"):
                 continue
             name, factor = metric_name(str(m["name"]), str(m.get("unit") or ""))
-            fam.add(name, f"{m['name']} from {r.check} (converted from {m.get('unit') or 'no unit'})",
-                    _metric_labels(r.node or CLUSTER_LABEL, r.check, m.get("labels") or {}),
-                    float(m["value"]) * factor)
+            own = _label_text(_own_labels(m.get("labels") or {}))
+            # the family's help is its first sample's (add keeps it): the text is made once a family
+            fam.add_text(name, fam.help.get(name) or f"{m['name']} from {r.check} (converted from "
+                         f"{m.get('unit') or 'no unit'})", f"{lead},{own}" if own else lead, float(m["value"]) * factor)
     return fam
 
 
