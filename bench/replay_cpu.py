@@ -92,9 +92,26 @@ def shifted(text: str, seconds: float) -> str:
     return json.dumps(doc)
 
 
+NPU_POWER = re.compile(r"^(\| \d+ +\S+ +\| [^|]*\| *\d+\.)(\d)", re.M)  # `npu-smi info`: a chip's Power(W)
+
+
+def varied(text: str, index: int) -> str:
+    """A recording whose `npu-smi info` readings differ from its template's, as two real nodes'
+    do (power draw): the tenths of each NPU's Power(W) spell the clone's index. Without it every
+    clone of a template prints the same table, and a parser cached on its text (npu_smi.parse_info,
+    cached for the checks of one node) would parse once per template, not once per node."""
+    doc = json.loads(text)
+    out = doc.get("npu-smi info")
+    if isinstance(out, dict) and isinstance(out.get("stdout"), str):
+        digits = iter(f"{index:08d}"[::-1])
+        out["stdout"] = NPU_POWER.sub(lambda m: m.group(1) + next(digits, m.group(2)), out["stdout"])
+    return json.dumps(doc)
+
+
 def clone(rec: Path, inv: Path, n: int, folder: Path) -> tuple[Path, Path]:
     """`n` nodes from the recorded ones. A clone gets fresh addresses for the addresses only its
-    template has (host, NPU devices), in the same /16, its own arrival times (shifted()), and every node's rail netmask is widened to
+    template has (host, NPU devices), in the same /16, its own arrival times (shifted()) and NPU
+    power readings (varied()), and every node's rail netmask is widened to
     /16 so that 8 devices x 1,000 nodes fit one subnet per rail: the cluster is healthy, as the
     recording was, and no check meets thousands of false duplicates."""
     doc = yaml.safe_load(inv.read_text())
@@ -138,7 +155,7 @@ def clone(rec: Path, inv: Path, n: int, folder: Path) -> tuple[Path, Path]:
             swap = (lambda m: mapping.get(m.group(1), m.group(1)))
             text, entry = IPV4.sub(swap, text), IPV4.sub(swap, entry)
         if i > 0 and (i - 1) >= len(others):
-            text = shifted(text, i * 0.001)
+            text = varied(shifted(text, i * 0.001), i)
         (out_rec / f"{name}.json").write_text(widen(text))
         entries.append(yaml.safe_load(entry))
     doc["nodes"] = entries
