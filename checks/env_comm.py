@@ -175,17 +175,25 @@ def _family(env: Mapping[str, str]) -> str:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    env = launchenv.parse(outputs.get(launchenv.PROBE_NAME))
+    return _parse(outputs.get(launchenv.PROBE_NAME), outputs.get(IP_PROBE), outputs.get(MASTER_PROBE),
+                  outputs.get(nv.IB_PROBE))
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(launch: CommandOutput | None, out: CommandOutput | None, master_out: CommandOutput | None,
+           ib_out: CommandOutput | None) -> Facts:
+    """Cached by the outputs themselves: net.ports reads a node's communication facts from the
+    same outputs as env.comm (one run of each command a node), so the second read is the first's
+    facts. Outputs differ from node to node (addresses, times), so nodes never share an entry."""
+    env = launchenv.parse(launch)
     ifs, ip_error = (), None
-    out = outputs.get(IP_PROBE)
     if out is None or out.rc == 127 or (out.rc != 0 and not out.stdout.strip()):
         ip_error = f"`ip` (iproute2) not runnable on this node (rc {out.rc if out else None}): {(out.stderr if out else '').strip()[:200]}"
     else:
         ifs = iproute.parse_addr(out)
     master = env.get("MASTER_ADDR", "").strip() or None
-    ips, route, merr = _master(outputs.get(MASTER_PROBE)) if master else ((), None, None)
+    ips, route, merr = _master(master_out) if master else ((), None, None)
     ib, ib_source = None, ""
-    ib_out = outputs.get(nv.IB_PROBE)
     if ib_out is not None and ib_out.ok:
         ib_source, ports = ibstat.read_probe(ib_out.stdout)
         ib = tuple(ports)
