@@ -27,6 +27,7 @@ toolkit to a compatible set (see the compatibility table of the CANN release not
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -57,7 +58,11 @@ def set_env_script(node) -> Shell:
     their directories exist, and the toolkit install.info. Output lines (one shape, framed):
     `@@set_env <path>` + `@@rc <n>` or `@@set_env_missing`; `@@var NAME=value`; `@@dir NAME`
     when that directory exists; `@@info <path>`, the file, `@@end`."""
-    home = _home(node)
+    return _set_env_script(_home(node))
+
+
+@functools.lru_cache(maxsize=64)
+def _set_env_script(home: str) -> Shell:
     # ascend_home goes in once, as the quoted word of `h=`; the script uses "$h" from there on
     # (inside "${ASCEND_TOOLKIT_HOME:-...}" a quoted word would be literal: that was an injection)
     return sh(
@@ -74,12 +79,18 @@ def set_env_script(node) -> Shell:
 def probes(node, params) -> dict[str, Probe]:
     home = _home(node)
     return {
-        "set_env": cmd("env -i HOME=\"$HOME\" PATH={path} bash --noprofile --norc -c {script}",
-                       path=CLEAN_PATH, script=set_env_script(node)),
+        "set_env": _set_env_probe(home),
         "driver_info": cmd("cat {f}", f=home + "/driver/version.info"),
         "firmware_info": cmd("cat {f}", f=home + "/firmware/version.info"),
         **launchenv.probe(node),
     }
+
+
+@functools.lru_cache(maxsize=64)
+def _set_env_probe(home: str) -> Probe:
+    """Made once an ascend_home (every node of a cluster shares one): the quoted script is long."""
+    return cmd("env -i HOME=\"$HOME\" PATH={path} bash --noprofile --norc -c {script}", path=CLEAN_PATH,
+               script=_set_env_script(home))
 
 
 @dataclass(frozen=True)
