@@ -193,3 +193,29 @@ def test_variables_are_compared_within_each_backend():
     mixed_ctx = ClusterContext(nodes={n: Node(name=n, host=n, backend="ascend") for n in names},
                                facts=dict(zip(names, facts)), params=dict(E.DEFAULTS))
     assert any(p.message.startswith("MASTER_ADDR differs") for p in E.rule_variables(mixed_ctx))
+
+
+def test_subnet_is_what_ipaddress_reads():
+    """env.consistency's rail subnets: subnet() gives ipaddress.ip_interface(...).network, and
+    refuses (ValueError) what it refuses, on real netmasks and on malformed or odd addresses."""
+    import ipaddress
+    import random
+
+    from preflight.checks.env_consistency import subnet
+
+    rng = random.Random(3)
+    octets = ["0", "1", "10", "255", "256", "01", "1a", "²", "", "192", "168", "-1", " 1"]
+    masks = [None, "", "255.255.255.0", "255.255.0.0", "255.255.252.0", "0.0.0.0", "255.255.255.255",
+             "255.0.255.0", "0.0.0.255", "24", "33", "ffff::", "255.255.255.0 ", "256.255.255.0"]
+    cases = [("10.0.0.7", "255.255.255.0"), ("::1", None), ("fe80::1", "64")]
+    for _ in range(4000):
+        ip = ".".join(rng.choice(octets) for _ in range(rng.choice([3, 4, 4, 4, 5])))
+        cases.append((ip, rng.choice(masks)))
+    for ip, mask in cases:
+        try:
+            want = str(ipaddress.ip_interface(f"{ip}/{mask or 32}").network)
+        except ValueError:
+            with pytest.raises(ValueError):
+                subnet(ip, mask)
+            continue
+        assert subnet(ip, mask) == want, (ip, mask)
