@@ -120,9 +120,9 @@ def _num(token: str, line: str, kind=float):
 
 def _usage(cell: str, line: str) -> tuple[list[str], list[tuple[int | None, int | None]]]:
     """Split `97.9  34  0    / 0` into leading tokens and used/total pairs (split on `/`)."""
-    first = _PAIR.search(cell)
-    lead = (cell[: first.start()] if first else cell).split()
-    pairs = [(_num(u, line, int), _num(t, line, int)) for u, t in _PAIR.findall(cell)]
+    found = list(_PAIR.finditer(cell))  # one scan for both: the lead ends where the first pair starts
+    lead = (cell[: found[0].start()] if found else cell).split()
+    pairs = [(_num(m[1], line, int), _num(m[2], line, int)) for m in found]
     return lead, pairs
 
 
