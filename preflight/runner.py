@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import os
 import threading
 import time
@@ -67,22 +68,35 @@ def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> Pr
     """A check's probe as the driver takes it: its timeout, and whether it needs root (the Probe's
     own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
     user. This is the one place privilege is decided; the driver applies it (sudo -n)."""
+    check = (info.privilege, info.privilege_group, info.where) if info is not None else None
+    facts = (probe, check, node.probe_timeout, node.container, node.become, node.become_user)
+    try:
+        fields = _spec_fields(*facts)
+    except TypeError:  # a container description that cannot be hashed: worked out without the cache
+        fields = _spec_fields.__wrapped__(*facts)
+    return ProbeSpec(key, *fields)
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec_fields(probe: Probe, check: tuple[str, str | None, str] | None, probe_timeout: float, container,
+                 become: str, become_user: str) -> tuple:
+    """ProbeSpec's fields after `key`, from everything they depend on; cached, since every node of a
+    cluster asks the same probes with the same settings (about 50 a node)."""
     cmd, timeout, root, job = probe.cmd, probe.timeout, probe.root, probe.job
+    privilege, privilege_group, where = check if check is not None else (None, None, None)
     if root is None:
-        root = info is not None and info.privilege == "root"
-    group = (info.privilege_group or "") if (root and info is not None) else ""
-    timeout = timeout or node.probe_timeout
+        root = privilege == "root"
+    group = (privilege_group or "") if (root and check is not None) else ""
+    timeout = timeout or probe_timeout
     if job is None:
-        job = info is not None and info.where == "job"
+        job = where == "job"
     inner = ""
-    if job and node.container is not None:  # through the runtime, which needs root (docker: its group)
-        inner, cmd, timeout = cmd, job_command(node.container, cmd, timeout), timeout + START_SLACK_S
-        root, group = True, RUNTIME_GROUP[node.container.runtime] or ""
-    jobside = bool(job and node.container is not None)
-    return ProbeSpec(key=key, cmd=cmd, timeout=timeout, root=root, group=group,
-                     become=node.become_user if (root and node.become == "sudo") else "", job=jobside,
-                     inner=inner, inner_timeout=timeout - START_SLACK_S if jobside else 0.0,
-                     runtime=job_prefix(node.container) if jobside else "")
+    if job and container is not None:  # through the runtime, which needs root (docker: its group)
+        inner, cmd, timeout = cmd, job_command(container, cmd, timeout), timeout + START_SLACK_S
+        root, group = True, RUNTIME_GROUP[container.runtime] or ""
+    jobside = bool(job and container is not None)
+    return (cmd, timeout, root, group, become_user if (root and become == "sudo") else "", jobside, inner,
+            timeout - START_SLACK_S if jobside else 0.0, job_prefix(container) if jobside else "")
 
 
 RUNTIME_ERROR_RC = 125  # docker and podman: the runtime itself failed (no such container, image absent)
