@@ -69,7 +69,9 @@ def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> Pr
     own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
     user. This is the one place privilege is decided; the driver applies it (sudo -n)."""
     check = (info.privilege, info.privilege_group, info.where) if info is not None else None
-    facts = (probe, check, node.probe_timeout, node.container, node.become, node.become_user)
+    # the probe's own fields, not the Probe: hashing a dataclass runs its Python __hash__
+    facts = (probe.cmd, probe.timeout, probe.root, probe.job, check, node.probe_timeout, node.container, node.become,
+             node.become_user)
     try:
         fields = _spec_fields(*facts)
     except TypeError:  # a container description that cannot be hashed: worked out without the cache
@@ -78,11 +80,11 @@ def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> Pr
 
 
 @functools.lru_cache(maxsize=4096)
-def _spec_fields(probe: Probe, check: tuple[str, str | None, str] | None, probe_timeout: float, container,
-                 become: str, become_user: str) -> tuple:
+def _spec_fields(cmd: str, timeout: float | None, root: bool | None, job: bool | None,
+                 check: tuple[str, str | None, str] | None, probe_timeout: float, container, become: str,
+                 become_user: str) -> tuple:
     """ProbeSpec's fields after `key`, from everything they depend on; cached, since every node of a
     cluster asks the same probes with the same settings (about 50 a node)."""
-    cmd, timeout, root, job = probe.cmd, probe.timeout, probe.root, probe.job
     privilege, privilege_group, where = check if check is not None else (None, None, None)
     if root is None:
         root = privilege == "root"
