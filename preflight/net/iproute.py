@@ -116,10 +116,24 @@ def owner(interfaces: tuple[Interface, ...], ip: str) -> Interface | None:
     want = _address(ip)
     if want is None:
         return None
+    if _sole_spelling(ip):  # IPv4 has one spelling ipaddress reads: equal text is the equal address
+        for iface in interfaces:
+            if any(a.ip == ip for a in iface.addrs):
+                return iface
+        return None
     for iface in interfaces:
         if any(a.ip == ip or _address(a.ip) == want for a in iface.addrs):
             return iface
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _sole_spelling(text: str) -> bool:
+    """`text` is an IPv4 address as ipaddress writes it: then no other text is read as that address
+    (ipaddress takes no leading zeros, no spaces, no other base), and an IPv6 text never equals it,
+    so owner() compares text (each node's addresses are its own: parsing them was the cost)."""
+    addr = _address(text)
+    return addr is not None and addr.version == 4 and str(addr) == text
 
 
 @functools.lru_cache(maxsize=65536)

@@ -201,3 +201,35 @@ def test_pinger_and_fallback_agree_locally():
         res = {k: ping.parse_stats(v[2]) for k, v in ping.split_mesh(out).items()}
         assert res["a"].received == 2 and res["b"].received == 2, out
         assert res["dead"].received == 0 and res["dead"].loss_pct == 100.0
+
+
+def test_owner_finds_the_interface_whatever_the_spelling():
+    """iproute.owner: the first interface with an address equal to `ip` as an address, compared as
+    parsed addresses (its reference below); the text comparison it takes for IPv4 gives the same
+    interface on mixes of IPv4, IPv6 spellings, mapped and malformed addresses."""
+    import ipaddress
+    import random
+
+    def reference(interfaces, ip):
+        try:
+            want = ipaddress.ip_address(ip)
+        except ValueError:
+            return None
+        for iface in interfaces:
+            for a in iface.addrs:
+                try:
+                    if a.ip == ip or ipaddress.ip_address(a.ip) == want:
+                        return iface
+                except ValueError:
+                    continue
+        return None
+
+    spellings = ["10.0.0.1", "10.0.0.2", "010.0.0.1", "fe80::1", "fe80:0::1", "FE80::1", "::ffff:10.0.0.1",
+                 "::ffff:a00:1", "10.0.0.1 ", "x", "127.0.0.1"]
+    rng = random.Random(5)
+    for _ in range(2000):
+        ifaces = tuple(iproute.Interface(f"eth{i}", ("UP",), "UP", tuple(
+            iproute.Address(rng.choice(spellings), 24, "inet", "global") for _ in range(rng.randint(0, 3))))
+            for i in range(rng.randint(0, 4)))
+        ip = rng.choice(spellings)
+        assert iproute.owner(ifaces, ip) is reference(ifaces, ip), (ip, ifaces)
