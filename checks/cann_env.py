@@ -214,12 +214,28 @@ def _install_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
     return found
 
 
+_COMPAT_KEYS = (("driver", ("Version", "compatible_version_fw", "Innerversion")),
+                ("firmware", ("Version", "compatible_version_drv")), ("toolkit", ("compatible_version", "version")))
+
+
 def _compat_problems(facts: Facts) -> list[tuple[Status, str, str]]:
     """Driver/firmware/toolkit compatibility, each quoting both lines it compared."""
+    # only these lines are compared, so the answer is cached by them: a cluster runs one set of
+    # versions, and the range and code comparisons were a third of the check's evaluation
+    key = tuple(tuple((k, getattr(facts, f).get(k)) for k in keys) for f, keys in _COMPAT_KEYS)
+    return list(_compat_cached(key))
+
+
+@functools.lru_cache(maxsize=256)
+def _compat_cached(key: tuple) -> tuple[tuple[Status, str, str], ...]:
+    drv, fw, tk = (dict(part) for part in key)
+    return tuple(_compat_of(drv, fw, tk))
+
+
+def _compat_of(drv: Mapping[str, str], fw: Mapping[str, str], tk: Mapping[str, str]) -> list[tuple[Status, str, str]]:
     fix = ("Install a matching driver/firmware/toolkit set (the CANN release notes list the compatible "
            "versions): upgrade with the Ascend-hdk-*-npu-driver/firmware run packages, then reboot")
     found = []
-    drv, fw, tk = facts.driver, facts.firmware, facts.toolkit
     if drv.get("Version") and fw.get("compatible_version_drv"):
         ranges = versions.parse_ranges(fw["compatible_version_drv"])
         if ranges and not any(versions.in_version_range(drv["Version"], lo, hi) for lo, hi in ranges):
