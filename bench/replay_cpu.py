@@ -16,7 +16,10 @@ sshd on a 2-core machine.
 3. `preflight run --replay` at `--small` and `--nodes` nodes in every report format, `--repeat`
    times; the slope between the two sizes is the per-node cost (start-up cancels out).
 
-Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3
+4. With `--instructions N`: the instructions of the JSON run at `--small` and N nodes, counted by
+   valgrind (callgrind), and their slope: a figure the machine's load and clock do not move.
+
+Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 [--instructions 300]
 """
 from __future__ import annotations
 
@@ -52,6 +55,23 @@ def cpu_of(cmd: list[str]) -> tuple[float, float, int]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=bench_env())
     _, status, ru = os.wait4(proc.pid, 0)
     return ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+INSTRUCTIONS = re.compile(r"Collected : (\d+)")
+
+
+def instructions_of(cmd: list[str]) -> int:
+    """Instructions the command executes, counted by valgrind's callgrind: a figure that does not
+    drift with the machine's load or clock, as CPU time here does by up to a fifth."""
+    if shutil.which("valgrind") is None:
+        sys.exit("replay_cpu.py: --instructions needs valgrind (apt-get install valgrind)")
+    real = [os.path.realpath(sys.executable)] + cmd[1:]  # the interpreter itself, not a shim script
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *real],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=bench_env())
+    m = INSTRUCTIONS.search(done.stderr)
+    if not m:
+        sys.exit(f"replay_cpu.py: no instruction count from valgrind: {done.stderr[-300:]}")
+    return int(m.group(1))
 
 
 def preflight(*args: str) -> list[str]:
@@ -175,6 +195,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--json")
+    ap.add_argument("--instructions", type=int, metavar="N",
+                    help="also count instructions (valgrind) of the JSON report at --small and N nodes: "
+                         "about 20 s a 100 nodes here")
     args = ap.parse_args()
     compileall.compile_dir(str(ROOT / "preflight"), quiet=1)
     compileall.compile_dir(str(ROOT / "checks"), quiet=1)
@@ -202,13 +225,26 @@ def main() -> None:
             per = (med["large"] - med["small"]) / (args.nodes - args.small) * 1000
             rows[fmt] = {"small_cpu": med["small"], "large_cpu": med["large"], "rss_mb": rss, "per_node_ms": per,
                          "rc": sorted({r[2] for r in runs["large"]})}
+        if args.instructions:
+            base = preflight("run", str(inv_n), "--replay", str(rec_n), "--skip", skip, "--format", "json",
+                             "--output", str(folder / "out.instr.json"), "--quiet")
+            width = len(str(args.nodes))
+            counts = {n: instructions_of(base + ["--limit", f"n[{1:0{width}d}-{n:0{width}d}]"])
+                      for n in (args.small, args.instructions)}
+            rows["instructions"] = {"counts": counts, "per_node": (counts[args.instructions] - counts[args.small])
+                                    / (args.instructions - args.small)}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    instr = rows.pop("instructions", None)
     print(f"| format | CPU at {args.small} nodes (s) | CPU at {args.nodes} nodes (s) | per node (ms) | peak RSS (MB) |")
     print("|---|---:|---:|---:|---:|")
     for fmt, r in rows.items():
         print(f"| {fmt} | {r['small_cpu']:.2f} | {r['large_cpu']:.2f} | {r['per_node_ms']:.2f} | {r['rss_mb']:.0f} |")
     print(f"exit codes {[r['rc'] for r in rows.values()]}, load {os.getloadavg()[0]:.1f}, {time.strftime('%F %T')}")
+    if instr:
+        sizes = " -> ".join(f"{n} nodes {c / 1e9:.2f} G" for n, c in instr["counts"].items())
+        print(f"instructions (JSON report): {sizes}; {instr['per_node'] / 1e6:.1f} M per added node")
+        rows["instructions"] = instr
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
