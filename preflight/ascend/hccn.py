@@ -235,7 +235,7 @@ def has_odd_breaks(text: str) -> bool:
 
 def _optical_fields(text: str) -> dict[str, str]:
     """`key : value` lines as printed (split on the first ':'), blank lines and the `optical info:`
-    heading left out; a non-blank line with no colon is not this format. Lines are cut at `\n`
+    heading left out; a non-blank line with no colon is not this format. Lines are cut at `\\n`
     (8 devices a node, 46 lines each: one partition a line, about 15 us a device, where the regex
     scan and its dict comprehension took 35); other line breaks take the line-by-line path, as
     str.splitlines() reads them."""

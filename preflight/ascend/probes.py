@@ -78,9 +78,9 @@ def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
     """`hccn_loop` output -> {device: CommandOutput(stdout=its text, rc=its exit code)}.
 
     Raises ParseError when the framing is broken (a device without its `@@rc` line: the loop was
-    cut short). The text is cut at every `\n@@` in one C-level split and each device's text is
+    cut short). The text is cut at every `\\n@@` in one C-level split and each device's text is
     sliced out of it, not rebuilt line by line (7 loops x 8 devices a node); text with other line
-    breaks than `\n` takes the line-by-line path, which reads them as `str.splitlines()` does."""
+    breaks than `\\n` takes the line-by-line path, which reads them as `str.splitlines()` does."""
     text = out.stdout
     if has_odd_breaks(text):
         return _split_lines(text)
@@ -105,7 +105,7 @@ _MARK_WORDS = (DEV_MARK[2:] + " ", RC_MARK[2:] + " ")  # "dev ", "rc ": what fol
 def _loop_marks(text: str) -> list[tuple[int, str]]:
     """(start, line) of every marker line, exactly the matches of _LOOP_MARK.finditer.
 
-    A marker begins a line, so it follows `\n` (or opens the text): one `split("\n@@")` finds
+    A marker begins a line, so it follows `\\n` (or opens the text): one `split("\\n@@")` finds
     every candidate in C, and only the pieces (about 16 a loop) are looked at here. A `^` regex
     under re.M is tried at every character of the text (about 200 us for one 8-device -optical
     loop, 7 loops a node)."""

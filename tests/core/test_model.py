@@ -119,15 +119,19 @@ def test_hand_written_init_takes_exactly_the_fields_with_their_defaults(cls):
         setattr(made, fields[0].name, "x")
 
 
-def test_command_output_init_takes_exactly_the_fields_with_their_defaults():
+def test_command_output_keeps_its_values_its_equality_and_stays_frozen():
+    """What a frozen dataclass gave CommandOutput still holds with its own __init__: values by
+    position and name, equality and hash by value, no assignment, replace() and the defaults."""
     import dataclasses
 
     from preflight.model import CommandOutput
 
     fields = dataclasses.fields(CommandOutput)
-    out = CommandOutput("o", "e", 3, 1.5, True, False, "why", "why", 1.0, 2.0)
-    assert dataclasses.asdict(out) == dict(zip([f.name for f in fields], ["o", "e", 3, 1.5, True, False, "why", "why", 1.0, 2.0]))
-    assert out == CommandOutput(**dataclasses.asdict(out)) and hash(out) == hash(CommandOutput(**dataclasses.asdict(out)))
+    values = ["o", "e", 3, 1.5, True, False, "why", "why", 1.0, 2.0]
+    out = CommandOutput(*values)
+    assert dataclasses.asdict(out) == dict(zip([f.name for f in fields], values))
+    again = CommandOutput(**dataclasses.asdict(out))
+    assert out == again and hash(out) == hash(again)
     with pytest.raises(dataclasses.FrozenInstanceError):
         out.rc = 0  # type: ignore[misc]
     assert dataclasses.replace(out, rc=0).rc == 0 and CommandOutput().rc == 0 and CommandOutput().stdout == ""
