@@ -212,7 +212,7 @@ def main() -> None:
         rec_n, inv_n = clone(rec, inv, args.nodes, folder)
         skip = ",".join(c for c in UNCLONABLE if c in discover())
         small = f"n[{1:0{len(str(args.nodes))}d}-{args.small:0{len(str(args.nodes))}d}]"
-        rows = {}
+        rows, instr = {}, None
         for fmt in args.formats.split(","):
             base = preflight("run", str(inv_n), "--replay", str(rec_n), "--skip", skip, "--format", fmt,
                              "--output", str(folder / f"out.{fmt}"), "--quiet")
@@ -231,11 +231,10 @@ def main() -> None:
             width = len(str(args.nodes))
             counts = {n: instructions_of(base + ["--limit", f"n[{1:0{width}d}-{n:0{width}d}]"])
                       for n in (args.small, args.instructions)}
-            rows["instructions"] = {"counts": counts, "per_node": (counts[args.instructions] - counts[args.small])
-                                    / (args.instructions - args.small)}
+            instr = {"counts": counts, "per_node": (counts[args.instructions] - counts[args.small])
+                     / (args.instructions - args.small)}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    instr = rows.pop("instructions", None)
     print(f"| format | CPU at {args.small} nodes (s) | CPU at {args.nodes} nodes (s) | per node (ms) | peak RSS (MB) |")
     print("|---|---:|---:|---:|---:|")
     for fmt, r in rows.items():
@@ -244,9 +243,8 @@ def main() -> None:
     if instr:
         sizes = " -> ".join(f"{n} nodes {c / 1e9:.2f} G" for n, c in instr["counts"].items())
         print(f"instructions (JSON report): {sizes}; {instr['per_node'] / 1e6:.1f} M per added node")
-        rows["instructions"] = instr
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps({**rows, "instructions": instr} if instr else rows, indent=1))
 
 
 if __name__ == "__main__":

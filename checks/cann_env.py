@@ -61,7 +61,6 @@ def set_env_script(node) -> Shell:
     return _set_env_script(_home(node))
 
 
-@functools.lru_cache(maxsize=64)
 def _set_env_script(home: str) -> Shell:
     # ascend_home goes in once, as the quoted word of `h=`; the script uses "$h" from there on
     # (inside "${ASCEND_TOOLKIT_HOME:-...}" a quoted word would be literal: that was an injection)
@@ -214,43 +213,37 @@ def _install_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
     return found
 
 
-_COMPAT_KEYS = (("driver", ("Version", "compatible_version_fw", "Innerversion")),
-                ("firmware", ("Version", "compatible_version_drv")), ("toolkit", ("compatible_version", "version")))
-
-
 def _compat_problems(facts: Facts) -> list[tuple[Status, str, str]]:
     """Driver/firmware/toolkit compatibility, each quoting both lines it compared."""
-    # only these lines are compared, so the answer is cached by them: a cluster runs one set of
-    # versions, and the range and code comparisons were a third of the check's evaluation
-    key = tuple(tuple((k, getattr(facts, f).get(k)) for k in keys) for f, keys in _COMPAT_KEYS)
-    return list(_compat_cached(key))
+    drv, fw, tk = facts.driver, facts.firmware, facts.toolkit
+    return list(_compat(drv.get("Version"), drv.get("compatible_version_fw"), drv.get("Innerversion"),
+                        fw.get("Version"), fw.get("compatible_version_drv"),
+                        tk.get("compatible_version"), tk.get("version")))
 
 
 @functools.lru_cache(maxsize=256)
-def _compat_cached(key: tuple) -> tuple[tuple[Status, str, str], ...]:
-    drv, fw, tk = (dict(part) for part in key)
-    return tuple(_compat_of(drv, fw, tk))
-
-
-def _compat_of(drv: Mapping[str, str], fw: Mapping[str, str], tk: Mapping[str, str]) -> list[tuple[Status, str, str]]:
+def _compat(drv_version: str | None, drv_fw_ranges: str | None, drv_inner: str | None, fw_version: str | None,
+            fw_drv_ranges: str | None, tk_codes: str | None, tk_version: str | None) -> tuple[tuple[Status, str, str], ...]:
+    """Cached by the version lines it compares: a cluster runs one set of versions, and the range
+    and code comparisons were a third of the check's evaluation."""
     fix = ("Install a matching driver/firmware/toolkit set (the CANN release notes list the compatible "
            "versions): upgrade with the Ascend-hdk-*-npu-driver/firmware run packages, then reboot")
     found = []
-    if drv.get("Version") and fw.get("compatible_version_drv"):
-        ranges = versions.parse_ranges(fw["compatible_version_drv"])
-        if ranges and not any(versions.in_version_range(drv["Version"], lo, hi) for lo, hi in ranges):
-            found.append((Status.WARN, f"driver Version={drv['Version']} outside firmware "
-                          f"compatible_version_drv={fw['compatible_version_drv']}", fix))
-    if fw.get("Version") and drv.get("compatible_version_fw"):
-        ranges = versions.parse_ranges(drv["compatible_version_fw"])
-        if ranges and not any(versions.in_version_range(fw["Version"], lo, hi) for lo, hi in ranges):
-            found.append((Status.WARN, f"firmware Version={fw['Version']} outside driver "
-                          f"compatible_version_fw={drv['compatible_version_fw']}", fix))
-    if drv.get("Innerversion") and tk.get("compatible_version"):
-        if versions.code_compatible(drv["Innerversion"], tk["compatible_version"]) is False:
-            found.append((Status.WARN, f"driver Innerversion={drv['Innerversion']} not in toolkit "
-                          f"{tk.get('version')} compatible_version={tk['compatible_version']}", fix))
-    return found
+    if drv_version and fw_drv_ranges:
+        ranges = versions.parse_ranges(fw_drv_ranges)
+        if ranges and not any(versions.in_version_range(drv_version, lo, hi) for lo, hi in ranges):
+            found.append((Status.WARN, f"driver Version={drv_version} outside firmware "
+                          f"compatible_version_drv={fw_drv_ranges}", fix))
+    if fw_version and drv_fw_ranges:
+        ranges = versions.parse_ranges(drv_fw_ranges)
+        if ranges and not any(versions.in_version_range(fw_version, lo, hi) for lo, hi in ranges):
+            found.append((Status.WARN, f"firmware Version={fw_version} outside driver "
+                          f"compatible_version_fw={drv_fw_ranges}", fix))
+    if drv_inner and tk_codes:
+        if versions.code_compatible(drv_inner, tk_codes) is False:
+            found.append((Status.WARN, f"driver Innerversion={drv_inner} not in toolkit "
+                          f"{tk_version} compatible_version={tk_codes}", fix))
+    return tuple(found)
 
 
 def _launch_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:

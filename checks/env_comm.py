@@ -99,10 +99,14 @@ class Facts:
         """The communication address of this node: HCCL_IF_IP, else the first usable interface the
         IFNAME selects, else HCCL's default order (NCCL's on NVIDIA). Worked out once a backend:
         several rules and checks ask it of every node (the facts are frozen, so it cannot change)."""
-        memo = self.__dict__.setdefault("_comm_by_backend", {})  # beside the fields: not compared, not in asdict()
+        memo = self._comm_by_backend
         if backend not in memo:
             memo[backend] = self._comm(backend)
         return memo[backend]
+
+    @functools.cached_property  # as is_master: kept beside the fields, not compared, not in asdict()
+    def _comm_by_backend(self) -> dict[str, Comm]:
+        return {}
 
     def _comm(self, backend: str) -> Comm:
         if backend != "nvidia" and self.env.get("HCCL_IF_IP"):

@@ -27,7 +27,6 @@ address <ip> netmask <mask>`; align TLS (`hccn_tool -i N -tls -s enable 0|1`) an
 """
 from __future__ import annotations
 
-import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -37,6 +36,7 @@ from preflight.ascend import probes as ascend
 from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, ParseError, Probe, Status, cmd
 from preflight.model import worst
 from preflight import backend as backends
+from preflight.net import iproute
 from preflight.net.blame import consensus
 from preflight.ascend import hccn
 
@@ -215,37 +215,6 @@ def rule_comm_addresses(ctx: ClusterContext) -> list[Problem]:
     return out + _agree(nets, "communication subnet", "put every node's HCCL_IF_IP / IFNAME on the training subnet")
 
 
-_PREFIX_OF_NETMASK = {(0xFFFFFFFF << (32 - p)) & 0xFFFFFFFF: p for p in range(33)}
-
-
-def _ipv4(text: str) -> int | None:
-    """A dotted quad as ipaddress reads one (ASCII digits, no leading zero, each <= 255), else None."""
-    parts = text.split(".")
-    if len(parts) != 4:
-        return None
-    value = 0
-    for p in parts:
-        if not (p.isascii() and p.isdigit() and len(p) <= 3 and (p[0] != "0" or p == "0")) or int(p) > 255:
-            return None
-        value = value << 8 | int(p)
-    return value
-
-
-def subnet(ip: str, mask: str | None) -> str:
-    """`str(ipaddress.ip_interface(f"{ip}/{mask or 32}").network)`, ValueError where that raises.
-
-    An IPv4 address with a dotted netmask (what hccn_tool prints: 8 devices a node, 8,000 at
-    1,000 nodes) is worked out with integers; anything else (a prefix length, a host mask, IPv6)
-    is ipaddress's to read."""
-    addr = _ipv4(ip)
-    bits = 0xFFFFFFFF if not mask else (_ipv4(mask) if "." in mask else None)
-    prefix = _PREFIX_OF_NETMASK.get(bits) if bits is not None else None
-    if addr is None or prefix is None:
-        return str(ipaddress.ip_interface(f"{ip}/{mask or 32}").network)
-    net = addr & bits
-    return f"{net >> 24}.{net >> 16 & 255}.{net >> 8 & 255}.{net & 255}/{prefix}"
-
-
 def _device_ips(ctx: ClusterContext) -> dict[tuple[str, int], tuple[str, str | None]]:
     out = {}
     for n in ctx.nodes:
@@ -270,7 +239,7 @@ def rule_device_ips(ctx: ClusterContext) -> list[Problem]:
     rails: dict[int, dict[str, str]] = defaultdict(dict)
     for (n, dev), (ip, mask) in ips.items():
         try:
-            rails[dev][n] = subnet(ip, mask)
+            rails[dev][n] = iproute.subnet(ip, mask)
         except ValueError:
             continue  # hccn.ip reports unreadable addresses
     for dev, nets in sorted(rails.items()):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from . import __version__, actions, backend as backends, redact
 from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
-from .container import RUNTIME_GROUP, START_SLACK_S, job_command, job_prefix
+from .container import RUNTIME_GROUP, START_SLACK_S, Container, job_command, job_prefix
 from .inventory import Inventory
 from .limits import forks_within, raise_nofile
 from .model import CommandOutput, NodeState, NodeStateKind, Report, Result, Status, worst
@@ -65,26 +65,22 @@ class NodeRun:
 
 
 def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> ProbeSpec:
-    """A check's probe as the driver takes it: its timeout, and whether it needs root (the Probe's
-    own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
-    user. This is the one place privilege is decided; the driver applies it (sudo -n)."""
+    """A check's probe as the driver takes it (the fields are _spec_fields')."""
     check = (info.privilege, info.privilege_group, info.where) if info is not None else None
     # the probe's own fields, not the Probe: hashing a dataclass runs its Python __hash__
-    facts = (probe.cmd, probe.timeout, probe.root, probe.job, check, node.probe_timeout, node.container, node.become,
-             node.become_user)
-    try:
-        fields = _spec_fields(*facts)
-    except TypeError:  # a container description that cannot be hashed: worked out without the cache
-        fields = _spec_fields.__wrapped__(*facts)
-    return ProbeSpec(key, *fields)
+    return ProbeSpec(key, *_spec_fields(probe.cmd, probe.timeout, probe.root, probe.job, check, node.probe_timeout,
+                                        node.container, node.become, node.become_user))
 
 
 @functools.lru_cache(maxsize=4096)
 def _spec_fields(cmd: str, timeout: float | None, root: bool | None, job: bool | None,
-                 check: tuple[str, str | None, str] | None, probe_timeout: float, container, become: str,
-                 become_user: str) -> tuple:
-    """ProbeSpec's fields after `key`, from everything they depend on; cached, since every node of a
-    cluster asks the same probes with the same settings (about 50 a node)."""
+                 check: tuple[str, str | None, str] | None, probe_timeout: float, container: Container | None,
+                 become: str, become_user: str) -> tuple:
+    """ProbeSpec's fields after `key`: its timeout, and whether it needs root (the Probe's own
+    `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
+    user. This is the one place privilege is decided; the driver applies it (sudo -n). Cached by
+    everything they depend on (a Container is frozen, its run_args a tuple): every node of a
+    cluster asks the same probes with the same settings, about 50 a node."""
     privilege, privilege_group, where = check if check is not None else (None, None, None)
     if root is None:
         root = privilege == "root"

@@ -113,13 +113,16 @@ def parse_text(text: str) -> tuple[Interface, ...]:
 
 def owner(interfaces: tuple[Interface, ...], ip: str) -> Interface | None:
     """The interface that carries `ip` as one of its addresses (any state)."""
-    want = _address(ip)
-    if want is None:
-        return None
-    if _sole_spelling(ip):  # IPv4 has one spelling ipaddress reads: equal text is the equal address
+    if ipv4_value(ip) is not None:
+        # IPv4 has one spelling ipaddress reads (no leading zeros, no spaces, no other base) and
+        # an IPv6 text never equals it: equal text is the equal address, and each node's addresses
+        # are its own, so parsing them all was the cost
         for iface in interfaces:
             if any(a.ip == ip for a in iface.addrs):
                 return iface
+        return None
+    want = _address(ip)
+    if want is None:
         return None
     for iface in interfaces:
         if any(a.ip == ip or _address(a.ip) == want for a in iface.addrs):
@@ -127,13 +130,36 @@ def owner(interfaces: tuple[Interface, ...], ip: str) -> Interface | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _sole_spelling(text: str) -> bool:
-    """`text` is an IPv4 address as ipaddress writes it: then no other text is read as that address
-    (ipaddress takes no leading zeros, no spaces, no other base), and an IPv6 text never equals it,
-    so owner() compares text (each node's addresses are its own: parsing them was the cost)."""
-    addr = _address(text)
-    return addr is not None and addr.version == 4 and str(addr) == text
+def ipv4_value(text: str) -> int | None:
+    """A dotted quad as ipaddress reads one (ASCII digits, no leading zero, each <= 255) as an
+    integer, else None."""
+    parts = text.split(".")
+    if len(parts) != 4:
+        return None
+    value = 0
+    for p in parts:
+        if not (p.isascii() and p.isdigit() and len(p) <= 3 and (p[0] != "0" or p == "0")) or int(p) > 255:
+            return None
+        value = value << 8 | int(p)
+    return value
+
+
+_PREFIX_OF_NETMASK = {(0xFFFFFFFF << (32 - p)) & 0xFFFFFFFF: p for p in range(33)}
+
+
+def subnet(ip: str, mask: str | None) -> str:
+    """`str(ipaddress.ip_interface(f"{ip}/{mask or 32}").network)`, ValueError where that raises.
+
+    An IPv4 address with a dotted netmask (what hccn_tool prints: 8 devices a node, 8,000 at
+    1,000 nodes, read by env.consistency) is worked out with integers; anything else (a prefix
+    length, a host mask, IPv6) is ipaddress's to read."""
+    addr = ipv4_value(ip)
+    bits = 0xFFFFFFFF if not mask else (ipv4_value(mask) if "." in mask else None)
+    prefix = _PREFIX_OF_NETMASK.get(bits) if bits is not None else None
+    if addr is None or prefix is None:
+        return str(ipaddress.ip_interface(f"{ip}/{mask or 32}").network)
+    net = addr & bits
+    return f"{net >> 24}.{net >> 16 & 255}.{net >> 8 & 255}.{net & 255}/{prefix}"
 
 
 @functools.lru_cache(maxsize=65536)

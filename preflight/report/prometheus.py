@@ -167,8 +167,8 @@ def families(report: Report, busy: Iterable[str] = ()) -> _Families:
         metrics = r.details.get("metrics")
         if not metrics:
             continue
-        # node and check lead every sample's labels (_metric_labels): their text is made once a result
-        lead = _label_text({"node": r.node or CLUSTER_LABEL, "check": r.check})
+        # node and check lead every sample's labels: their text is made once a result
+        lead = _label_text(_metric_labels(r.node or CLUSTER_LABEL, r.check, {}))
         for m in metrics:
             if not isinstance(m, dict) or not isinstance(m.get("value"), (int, float)) or not m.get("name"):
                 continue

@@ -32,14 +32,15 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..model import CommandOutput
+from ..model import CommandOutput, direct_init
 
 DEFAULT_CAP = 1 << 20  # bytes kept per stream; the rest is dropped on the node
 KILL_GRACE_S = 2
 TRUNCATED_MARK = "\n[... truncated by preflight: more than {cap} bytes ...]\n"
 
 
-@dataclass(frozen=True, init=False)
+@direct_init  # a batch builds one a probe
+@dataclass(frozen=True)
 class ProbeSpec:
     """One command for the driver. `root`: it needs root; `group`: a member of that group needs no
     root for it (npu-smi and HwHiAiUser); `become`: the user `sudo -n` runs it as when the login
@@ -56,14 +57,6 @@ class ProbeSpec:
     inner_timeout: float = 0.0  # job: its own timeout there
     runtime: str = ""  # job: host shell text that runs an argv in the container (container.job_prefix)
     cap: int = 0  # bytes kept per stream when not the batch's cap (a job batch carries many probes)
-
-    def __init__(self, key: str, cmd: str, timeout: float, root: bool = False, group: str = "", become: str = "",
-                 job: bool = False, inner: str = "", inner_timeout: float = 0.0, runtime: str = "",
-                 cap: int = 0) -> None:
-        # The fields above, in order, with their defaults (a test holds the two alike), written
-        # straight into the instance as model.CommandOutput does: a batch builds one a probe.
-        self.__dict__.update(key=key, cmd=cmd, timeout=timeout, root=root, group=group, become=become, job=job,
-                             inner=inner, inner_timeout=inner_timeout, runtime=runtime, cap=cap)
 
     @property
     def mode(self) -> str:

@@ -162,10 +162,15 @@ def test_loop_quotes_inventory_paths():
 
 def test_error_scan_finds_a_needle_exactly_when_one_occurs():
     """error_line's one-scan pre-check (a trie of the needles) says "an error is here" exactly
-    when one of ERRORS' needles occurs: on every needle, its prefixes, and soups of their pieces."""
+    when one of ERRORS' needles occurs: on every real hccn_tool and npu-smi error sample (none holds
+    one of these strings, which are the driver source's: no false alarm), and on soups of the
+    needles, their prefixes and other text."""
     import random
 
     needles = [n for n, _ in hccn.ERRORS]
+    real = [fixture_body(name) for name in fixture_names("hccn_tool") + fixture_names("npu-smi_error")]
+    for text in real:
+        assert (hccn._ANY_ERROR.search(text) is not None) == any(n in text for n in needles), text[:200]
     parts = [n for n in needles] + [n[:k] for n in needles for k in (1, 3, len(n) - 1)] + ["\n", " ", "x"]
     rng = random.Random(9)
     for _ in range(5000):
@@ -176,7 +181,8 @@ def test_error_scan_finds_a_needle_exactly_when_one_occurs():
 def test_optical_fields_are_the_key_value_lines():
     """_optical_fields reads what a regex over `key:value` lines reads (the first colon splits,
     both sides stripped, the `optical info:` heading and blank lines left out), and refuses the
-    first non-blank line without a colon, on soups of real and odd lines."""
+    first non-blank line without a colon: on the real -optical samples, and soups of real and odd
+    lines."""
     import random
     import re
 
@@ -190,9 +196,11 @@ def test_optical_fields_are_the_key_value_lines():
     parts = ["optical info:", "present              : present", "Tx Power0            : 1.4035 mW",
              "high power enable reg: enabled", "", "   ", "a:b:c", " : x", "optical: info", "no colon here",
              "Tx Los Flag          : 0x0", "optical info :  "]
+    real = [body(name) for name in fixture_names("hccn_tool_-optical")]
     rng = random.Random(11)
-    for _ in range(3000):
-        text = "\n".join(rng.choice(parts) for _ in range(rng.randint(0, 8))) + rng.choice(["", "\n"])
+    soups = ["\n".join(rng.choice(parts) for _ in range(rng.randint(0, 8))) + rng.choice(["", "\n"])
+             for _ in range(3000)]
+    for text in real + soups:
         try:
             want = oracle(text)
         except ParseError as exc:

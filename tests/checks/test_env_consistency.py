@@ -196,12 +196,12 @@ def test_variables_are_compared_within_each_backend():
 
 
 def test_subnet_is_what_ipaddress_reads():
-    """env.consistency's rail subnets: subnet() gives ipaddress.ip_interface(...).network, and
+    """env.consistency's rail subnets (iproute.subnet) give ipaddress.ip_interface(...).network, and
     refuses (ValueError) what it refuses, on real netmasks and on malformed or odd addresses."""
     import ipaddress
     import random
 
-    from preflight.checks.env_consistency import subnet
+    from preflight.net.iproute import subnet
 
     rng = random.Random(3)
     octets = ["0", "1", "10", "255", "256", "01", "1a", "²", "", "192", "168", "-1", " 1"]

@@ -97,10 +97,9 @@ def test_result_to_dict_fields():
 
 
 @pytest.mark.parametrize("cls", ["preflight.model.CommandOutput", "preflight.transport.batch.ProbeSpec"])
-def test_hand_written_init_takes_exactly_the_fields_with_their_defaults(cls):
-    """The hand-written __init__ of CommandOutput and ProbeSpec (a fast path, see its comment)
-    names every field in order with its default, so a field added to the class and not to
-    __init__ fails here."""
+def test_direct_init_takes_exactly_the_fields_with_their_defaults(cls):
+    """The __init__ model.direct_init gives CommandOutput and ProbeSpec (a fast path, see its
+    docstring) names every field in order with its default and keeps the class frozen."""
     import dataclasses
     import importlib
     import inspect
@@ -120,7 +119,7 @@ def test_hand_written_init_takes_exactly_the_fields_with_their_defaults(cls):
 
 
 def test_command_output_keeps_its_values_its_equality_and_stays_frozen():
-    """What a frozen dataclass gave CommandOutput still holds with its own __init__: values by
+    """What a frozen dataclass gave CommandOutput still holds with direct_init's __init__: values by
     position and name, equality and hash by value, no assignment, replace() and the defaults."""
     import dataclasses
 
