@@ -87,7 +87,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .model import CommandOutput, Metric, Status
+from .model import CommandOutput, Metric, Status, direct_init
 
 # The policy attributes, their defaults and the values each may take (None: any value of that type).
 POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
@@ -227,6 +227,7 @@ def seq(parts: Iterable[Shell], sep: str = "; ") -> Shell:
     return Shell(sep.join(parts))
 
 
+@direct_init
 @dataclass(frozen=True)
 class Probe:
     """A command with its own timeout (seconds; None: the node's probe_timeout) and privilege
@@ -261,6 +262,7 @@ class ParseError(ValueError):
         self.text = text[:2000]
 
 
+@direct_init
 @dataclass(frozen=True)
 class Finding:
     """One judgement. The runner adds check id, duration, and the node for node-scope checks."""

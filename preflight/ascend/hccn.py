@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from preflight.checkapi import ParseError
+from preflight.model import direct_init
 
 # hccn_tool's error lines (DRV hccn_tool/cmd.c, tool_ops*.c; docs/FORMATS.md §3.3-3.10), with the
 # short reason a finding quotes. Matched as substrings of one output line.
@@ -107,6 +108,7 @@ def parse_link(text: str) -> str:
 
 # ---- -link_stat -g ------------------------------------------------------------------------------
 
+@direct_init
 @dataclass(frozen=True)
 class LinkStat:
     current_time: datetime
@@ -167,6 +169,7 @@ def parse_net_health(text: str) -> str:
 
 # ---- -ip -g -------------------------------------------------------------------------------------
 
+@direct_init
 @dataclass(frozen=True)
 class IpConf:
     ip: str | None
@@ -200,6 +203,7 @@ def parse_hccn_conf(text: str) -> dict[int, dict[str, str]]:
 
 # ---- -optical -g --------------------------------------------------------------------------------
 
+@direct_init
 @dataclass(frozen=True)
 class Optical:
     present: str | None  # "present" | "not present"

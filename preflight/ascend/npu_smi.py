@@ -17,6 +17,7 @@ from functools import lru_cache
 from dataclasses import dataclass
 
 from preflight.checkapi import ParseError
+from preflight.model import direct_init
 
 # Header row 2, first cell -> layout name (docs/FORMATS.md §1.1). Detected from text, never from width.
 LAYOUTS: dict[tuple[str, ...], str] = {
@@ -41,6 +42,7 @@ _TOOL_VERSION = re.compile(r"npu-smi\s+(\S+)")
 _DRIVER_VERSION = re.compile(r"Version:\s*(\S+)")
 
 
+@direct_init
 @dataclass(frozen=True)
 class Chip:
     """One chip (logical device) of the `npu-smi info` table."""

@@ -13,11 +13,13 @@ import re
 from dataclasses import dataclass
 
 from ..checkapi import CommandOutput, ParseError, sh
+from ..model import direct_init
 
 # `ip -j` appeared in iproute2 4.13; older ones print `Option "-j" is unknown` and exit 255.
 ADDR_CMD = sh("LC_ALL=C ip -j addr show 2>/dev/null || LC_ALL=C ip addr show")
 
 
+@direct_init
 @dataclass(frozen=True)
 class Address:
     ip: str
@@ -33,6 +35,7 @@ class Address:
         return f"{self.ip}/{self.prefixlen}"
 
 
+@direct_init
 @dataclass(frozen=True)
 class Interface:
     name: str

@@ -212,7 +212,7 @@ def test_optical_fields_are_the_key_value_lines():
 
 
 def test_loop_marks_are_the_regex_matches():
-    """split_loop finds its marker lines by str.split: exactly where _LOOP_MARK (the `^` regex under
+    """split_loop finds its marker lines by str.find: exactly where _LOOP_MARK (the `^` regex under
     re.M) matches, on marker soups (marks mid-line, without their space, `@@@`, last line open)."""
     import random
 

@@ -96,26 +96,100 @@ def test_result_to_dict_fields():
                  "duration_s": 0.123}
 
 
-@pytest.mark.parametrize("cls", ["preflight.model.CommandOutput", "preflight.transport.batch.ProbeSpec"])
-def test_direct_init_takes_exactly_the_fields_with_their_defaults(cls):
-    """The __init__ model.direct_init gives CommandOutput and ProbeSpec (a fast path, see its
-    docstring) names every field in order with its default and keeps the class frozen."""
+DIRECT_INIT = ["preflight.model.CommandOutput", "preflight.transport.batch.ProbeSpec", "preflight.model.Result",
+               "preflight.model.Metric", "preflight.checkapi.Finding", "preflight.checkapi.Probe",
+               "preflight.ascend.npu_smi.Chip", "preflight.net.iproute.Address", "preflight.net.iproute.Interface",
+               "preflight.ascend.hccn.Optical", "preflight.ascend.hccn.LinkStat", "preflight.ascend.hccn.IpConf"]
+
+
+def _twin(klass):
+    """The same fields (and __post_init__) as a plain frozen dataclass: the __init__ direct_init replaced."""
+    import dataclasses
+
+    spec = [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory))
+            for f in dataclasses.fields(klass)]
+    post = {"__post_init__": klass.__post_init__} if hasattr(klass, "__post_init__") else {}
+    return dataclasses.make_dataclass(klass.__name__, spec, frozen=True, namespace=post)
+
+
+def _outcome(klass, *args):
+    try:
+        made = klass(*args)
+    except Exception as exc:  # noqa: BLE001 - compared: both refuse alike
+        return type(exc), str(exc)
+    return [getattr(made, name) for name in klass.__dataclass_fields__]
+
+
+@pytest.mark.parametrize("cls", DIRECT_INIT)
+def test_direct_init_is_the_dataclass_init(cls):
+    """Every class given model.direct_init's __init__ (a fast path, see its docstring) takes the
+    same parameters as the frozen dataclass's own, in order, with the same defaults; fills a
+    default_factory field with a fresh value per instance; runs __post_init__ (Finding refuses a
+    fail without remediation, as before); and stays frozen."""
     import dataclasses
     import importlib
     import inspect
 
     module, _, name = cls.rpartition(".")
     klass = getattr(importlib.import_module(module), name)
-    params = list(inspect.signature(klass.__init__).parameters.values())[1:]
+    twin = _twin(klass)
+    mine = list(inspect.signature(klass.__init__).parameters.values())[1:]
+    theirs = list(inspect.signature(twin.__init__).parameters.values())[1:]
+    assert [(p.name, repr(p.default)) for p in mine] == [(p.name, repr(p.default)) for p in theirs]
     fields = dataclasses.fields(klass)
-    no_default = (inspect.Parameter.empty, dataclasses.MISSING)
-    assert [(p.name, p.default if p.default is not inspect.Parameter.empty else no_default) for p in params] == \
-        [(f.name, f.default if f.default is not dataclasses.MISSING else no_default) for f in fields]
+    required = [f for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     values = [f"v{i}" for i in range(len(fields))]
-    made = klass(*values)
-    assert [getattr(made, f.name) for f in fields] == values and made == klass(**dataclasses.asdict(made))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        setattr(made, fields[0].name, "x")
+    assert _outcome(klass, *values) == _outcome(twin, *values)
+    least = values[:len(required)]
+    assert _outcome(klass, *least) == _outcome(twin, *least)
+    if not isinstance(_outcome(klass, *least), tuple):
+        one, two = klass(*least), klass(*least)
+        for f in fields:
+            if f.default_factory is not dataclasses.MISSING:
+                assert getattr(one, f.name) is not getattr(two, f.name), f"{cls}.{f.name} shared between instances"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(one, fields[0].name, "x")
+        assert one == klass(**{f.name: getattr(one, f.name) for f in fields})
+
+
+def test_direct_init_refuses_what_it_cannot_do():
+    """A field left out of __init__, an InitVar (a __post_init__ with arguments) or __slots__:
+    the dataclass's own __init__ is needed, and direct_init says so instead of dropping them."""
+    import dataclasses
+
+    from preflight.model import direct_init
+
+    @dataclasses.dataclass(frozen=True)
+    class Hidden:
+        a: int
+        b: int = dataclasses.field(default=0, init=False)
+
+    @dataclasses.dataclass(frozen=True)
+    class WithInitVar:
+        a: int
+        scale: dataclasses.InitVar[int] = 1
+
+        def __post_init__(self, scale):
+            pass
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Slotted:
+        a: int
+
+    for klass in (Hidden, WithInitVar, Slotted):
+        with pytest.raises(TypeError, match="needs the dataclass's own __init__"):
+            direct_init(klass)
+
+
+def test_finding_still_checks_itself():
+    """Finding's __post_init__ runs under direct_init: a fail needs a remediation, an action must be known."""
+    from preflight.checkapi import Finding
+
+    with pytest.raises(ValueError, match="needs a remediation"):
+        Finding(Status.FAIL, "device 3 down")
+    with pytest.raises(ValueError, match="unknown action"):
+        Finding(Status.WARN, "slow", remediation="look", action="reboot-the-world")
+    assert Finding(Status.FAIL, "device 3 down", remediation="fix it").details == {}
 
 
 def test_command_output_keeps_its_values_its_equality_and_stays_frozen():
