@@ -18,8 +18,11 @@ sshd on a 2-core machine.
 
 4. With `--instructions N`: the instructions of the JSON run at `--small` and N nodes, counted by
    valgrind (callgrind), and their slope: a figure the machine's load and clock do not move.
+5. With `--breakdown` as well: the same slope for a run whose checks' parsing, then parsing and
+   node evaluation, cost nothing (their answers served from an earlier run in the same process,
+   bench/replay_served.py), so that what they cost inside a whole run is read off by difference.
 
-Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 [--instructions 300]
+Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 [--instructions 300 [--breakdown]]
 """
 from __future__ import annotations
 
@@ -72,6 +75,36 @@ def instructions_of(cmd: list[str]) -> int:
     if not m:
         sys.exit(f"replay_cpu.py: no instruction count from valgrind: {done.stderr[-300:]}")
     return int(m.group(1))
+
+
+SERVED = ("none", "parse", "evaluate")  # bench/replay_served.py's modes
+
+
+def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, width: int) -> dict[str, float]:
+    """Instructions per added node of a replay in process (`none`), and of the same replay run
+    again with the checks' parse (`parse`), then parse and node evaluate (`evaluate`) answered
+    from the first: the served run's slope is the mode's slope less `none`'s."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def count(mode: str, n: int) -> int:
+        return instructions_of([sys.executable, str(HERE / "replay_served.py"), mode, str(inv), str(rec),
+                                f"n[{1:0{width}d}-{n:0{width}d}]", skip])
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # valgrind runs one core each
+        counts = {(m, n): pool.submit(count, m, n) for m in SERVED for n in (small, large)}
+    slope = {m: (counts[m, large].result() - counts[m, small].result()) / (large - small) for m in SERVED}
+    return {"run": slope["none"], "parse_served": slope["parse"] - slope["none"],
+            "parse_and_evaluate_served": slope["evaluate"] - slope["none"]}
+
+
+def breakdown_lines(b: dict[str, float] | None) -> list[str]:
+    if not b:
+        return []
+    run, p, e = b["run"], b["parse_served"], b["parse_and_evaluate_served"]
+    return [f"breakdown (instructions per added node, in process, JSON rendered): the run {run / 1e6:.1f} M; "
+            f"with parsing served {p / 1e6:.1f} M (parsing {(run - p) / 1e6:.1f} M, {(run - p) / run:.0%}); "
+            f"with node evaluation served too {e / 1e6:.1f} M (node evaluation {(p - e) / 1e6:.1f} M, "
+            f"{(p - e) / run:.0%}); the rest {e / run:.0%}"]
 
 
 def preflight(*args: str) -> list[str]:
@@ -198,7 +231,12 @@ def main() -> None:
     ap.add_argument("--instructions", type=int, metavar="N",
                     help="also count instructions (valgrind) of the JSON report at --small and N nodes: "
                          "about 20 s a 100 nodes here")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="with --instructions: also the instructions of parsing and of node evaluation "
+                         "inside the run (six more valgrind runs, each about twice as long)")
     args = ap.parse_args()
+    if args.breakdown and not args.instructions:
+        ap.error("--breakdown needs --instructions N")
     compileall.compile_dir(str(ROOT / "preflight"), quiet=1)
     compileall.compile_dir(str(ROOT / "checks"), quiet=1)
     folder = Path(tempfile.mkdtemp(prefix="preflight-replay-"))
@@ -233,6 +271,8 @@ def main() -> None:
                       for n in (args.small, args.instructions)}
             instr = {"counts": counts, "per_node": (counts[args.instructions] - counts[args.small])
                      / (args.instructions - args.small)}
+            if args.breakdown:
+                instr["breakdown"] = breakdown(inv_n, rec_n, skip, args.small, args.instructions, width)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"| format | CPU at {args.small} nodes (s) | CPU at {args.nodes} nodes (s) | per node (ms) | peak RSS (MB) |")
@@ -243,6 +283,8 @@ def main() -> None:
     if instr:
         sizes = " -> ".join(f"{n} nodes {c / 1e9:.2f} G" for n, c in instr["counts"].items())
         print(f"instructions (JSON report): {sizes}; {instr['per_node'] / 1e6:.1f} M per added node")
+        for line in breakdown_lines(instr.get("breakdown")):
+            print(line)
     if args.json:
         Path(args.json).write_text(json.dumps({**rows, "instructions": instr} if instr else rows, indent=1))
 
