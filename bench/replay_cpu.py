@@ -22,7 +22,8 @@ sshd on a 2-core machine.
    node evaluation, cost nothing (their answers served from an earlier run in the same process,
    bench/replay_served.py), so that what they cost inside a whole run is read off by difference.
 
-Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 [--instructions 300 [--breakdown]]
+Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 \\
+           [--instructions 300 [--breakdown]]
 """
 from __future__ import annotations
 

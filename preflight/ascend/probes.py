@@ -80,7 +80,8 @@ def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
     Raises ParseError when the framing is broken (a device without its `@@rc` line: the loop was
     cut short). The marker lines are found by `str.find` (`_loop_marks`) and each device's text
     is sliced out of the text, not rebuilt line by line (7 loops x 8 devices a node); text with
-    other line breaks than `\\n` takes the line-by-line path, which reads them as `str.splitlines()` does."""
+    other line breaks than `\\n` takes the line-by-line path, which reads them as
+    `str.splitlines()` does."""
     text = out.stdout
     if has_odd_breaks(text):
         return _split_lines(text)

@@ -132,6 +132,7 @@ def test_direct_init_is_the_dataclass_init(cls):
 
     module, _, name = cls.rpartition(".")
     klass = getattr(importlib.import_module(module), name)
+    assert "__factories" in klass.__init__.__globals__, f"{cls} lost direct_init"  # its generated namespace
     twin = _twin(klass)
     mine = list(inspect.signature(klass.__init__).parameters.values())[1:]
     theirs = list(inspect.signature(twin.__init__).parameters.values())[1:]
