@@ -81,7 +81,13 @@ def instructions_of(cmd: list[str]) -> int:
 SERVED = ("none", "parse", "evaluate")  # bench/replay_served.py's modes
 
 
-def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, width: int) -> dict[str, float]:
+def node_range(n: int, total: int) -> str:
+    """The clones' first `n` nodes as --limit takes them (their names are zero-padded to `total`'s width)."""
+    width = len(str(total))
+    return f"n[{1:0{width}d}-{n:0{width}d}]"
+
+
+def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, total: int) -> dict[str, float]:
     """Instructions per added node of a replay in process (`none`), and of the same replay run
     again with the checks' parse (`parse`), then parse and node evaluate (`evaluate`) answered
     from the first: the served run's slope is the mode's slope less `none`'s."""
@@ -89,7 +95,7 @@ def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, width: in
 
     def count(mode: str, n: int) -> int:
         return instructions_of([sys.executable, str(HERE / "replay_served.py"), mode, str(inv), str(rec),
-                                f"n[{1:0{width}d}-{n:0{width}d}]", skip])
+                                node_range(n, total), skip])
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # valgrind runs one core each
         counts = {(m, n): pool.submit(count, m, n) for m in SERVED for n in (small, large)}
@@ -250,7 +256,7 @@ def main() -> None:
             rec, inv = Path(args.recording), Path(args.inventory)
         rec_n, inv_n = clone(rec, inv, args.nodes, folder)
         skip = ",".join(c for c in UNCLONABLE if c in discover())
-        small = f"n[{1:0{len(str(args.nodes))}d}-{args.small:0{len(str(args.nodes))}d}]"
+        small = node_range(args.small, args.nodes)
         rows, instr = {}, None
         for fmt in args.formats.split(","):
             base = preflight("run", str(inv_n), "--replay", str(rec_n), "--skip", skip, "--format", fmt,
@@ -267,13 +273,12 @@ def main() -> None:
         if args.instructions:
             base = preflight("run", str(inv_n), "--replay", str(rec_n), "--skip", skip, "--format", "json",
                              "--output", str(folder / "out.instr.json"), "--quiet")
-            width = len(str(args.nodes))
-            counts = {n: instructions_of(base + ["--limit", f"n[{1:0{width}d}-{n:0{width}d}]"])
+            counts = {n: instructions_of(base + ["--limit", node_range(n, args.nodes)])
                       for n in (args.small, args.instructions)}
             instr = {"counts": counts, "per_node": (counts[args.instructions] - counts[args.small])
                      / (args.instructions - args.small)}
             if args.breakdown:
-                instr["breakdown"] = breakdown(inv_n, rec_n, skip, args.small, args.instructions, width)
+                instr["breakdown"] = breakdown(inv_n, rec_n, skip, args.small, args.instructions, args.nodes)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"| format | CPU at {args.small} nodes (s) | CPU at {args.nodes} nodes (s) | per node (ms) | peak RSS (MB) |")

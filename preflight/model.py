@@ -55,7 +55,7 @@ def direct_init(cls: type) -> type:
     post = getattr(cls, "__post_init__", None)
     if (post is not None and post.__code__.co_argcount != 1) or "__slots__" in cls.__dict__:
         raise TypeError(f"direct_init: {cls.__name__} needs the dataclass's own __init__")
-    names, params, factories = [], [], {}
+    names, params, defaults, factories = [], [], {}, {}
     for f in fields(cls):
         if not f.init:
             raise TypeError(f"direct_init: {cls.__name__}.{f.name} needs the dataclass's own __init__")
@@ -63,9 +63,11 @@ def direct_init(cls: type) -> type:
         if f.default_factory is not MISSING:
             factories[f.name] = f.default_factory
             params.append(f"{f.name}=__factory")
+        elif f.default is not MISSING:
+            defaults[f.name] = f.default
+            params.append(f"{f.name}=__defaults[{f.name!r}]")
         else:
-            params.append(f.name if f.default is MISSING else f"{f.name}=__defaults[{f.name!r}]")
-    defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+            params.append(f.name)
     source = f"def __init__(self, {', '.join(params)}):\n"
     source += "".join(f"    if {n} is __factory:\n        {n} = __factories[{n!r}]()\n" for n in factories)
     source += f"    self.__dict__.update({', '.join(f'{n}={n}' for n in names)})\n"

@@ -72,15 +72,20 @@ def _spec(probe: Probe, node: Node, info: CheckInfo | None, key: str = "") -> Pr
                                         node.container, node.become, node.become_user))
 
 
+# ProbeSpec's fields that _spec_fields decides, in the class's order (after `key`; `cap` keeps its
+# default): the values are named there and put in this order here, so the two cannot drift apart.
+_DECIDED = tuple(f.name for f in dataclasses.fields(ProbeSpec) if f.name not in ("key", "cap"))
+
+
 @functools.lru_cache(maxsize=4096)
 def _spec_fields(cmd: str, timeout: float | None, root: bool | None, job: bool | None,
                  check: tuple[str, str | None, str] | None, probe_timeout: float, container: Container | None,
                  become: str, become_user: str) -> tuple:
-    """ProbeSpec's fields after `key`: its timeout, and whether it needs root (the Probe's own
-    `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the node's become
-    user. This is the one place privilege is decided; the driver applies it (sudo -n). Cached by
-    everything they depend on (a Container is frozen, its run_args a tuple): every node of a
-    cluster asks the same probes with the same settings, about 50 a node."""
+    """ProbeSpec's fields after `key`, in _DECIDED's order: its timeout, and whether it needs root
+    (the Probe's own `root`, else the check's PRIVILEGE), with the check's PRIVILEGE_GROUP and the
+    node's become user. This is the one place privilege is decided; the driver applies it (sudo
+    -n). Cached by everything they depend on (a Container is frozen, its run_args a tuple): every
+    node of a cluster asks the same probes with the same settings, about 50 a node."""
     privilege, privilege_group, where = check if check is not None else (None, None, None)
     if root is None:
         root = privilege == "root"
@@ -93,8 +98,11 @@ def _spec_fields(cmd: str, timeout: float | None, root: bool | None, job: bool |
         inner, cmd, timeout = cmd, job_command(container, cmd, timeout), timeout + START_SLACK_S
         root, group = True, RUNTIME_GROUP[container.runtime] or ""
     jobside = bool(job and container is not None)
-    return (cmd, timeout, root, group, become_user if (root and become == "sudo") else "", jobside, inner,
-            timeout - START_SLACK_S if jobside else 0.0, job_prefix(container) if jobside else "")
+    decided = {"cmd": cmd, "timeout": timeout, "root": root, "group": group,
+               "become": become_user if (root and become == "sudo") else "", "job": jobside, "inner": inner,
+               "inner_timeout": timeout - START_SLACK_S if jobside else 0.0,
+               "runtime": job_prefix(container) if jobside else ""}
+    return tuple(decided[name] for name in _DECIDED)
 
 
 RUNTIME_ERROR_RC = 125  # docker and podman: the runtime itself failed (no such container, image absent)

@@ -71,9 +71,6 @@ def _hccn_loop(tool: str, ids: tuple[int, ...], args: str) -> Shell:
               rc=RC_MARK)
 
 
-_LOOP_MARK = re.compile(r"^(?:@@dev|@@rc) [^\n]*", re.M)
-
-
 def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
     """`hccn_loop` output -> {device: CommandOutput(stdout=its text, rc=its exit code)}.
 
@@ -104,7 +101,7 @@ _MARKS = (DEV_MARK + " ", RC_MARK + " ")  # "@@dev ", "@@rc ": how a marker line
 
 
 def _loop_marks(text: str) -> list[tuple[int, str]]:
-    """(start, line) of every marker line, exactly the matches of _LOOP_MARK.finditer.
+    """(start, line) of every marker line: exactly the matches of `^(?:@@dev|@@rc) [^\\n]*` under re.M.
 
     A marker begins a line, so it opens the text or follows `\\n`: `str.find("\\n@@")` jumps from
     one candidate to the next in C (about 16 a loop), and only those are looked at here. A `^`

@@ -1,6 +1,7 @@
 """hccn_tool parsers on every real sample (tests/fixtures/ascend), plus error strings."""
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import pytest
@@ -211,8 +212,29 @@ def test_optical_fields_are_the_key_value_lines():
         assert hccn._optical_fields(text) == want, repr(text)
 
 
+LOOP_MARK = re.compile(r"^(?:@@dev|@@rc) [^\n]*", re.M)  # a marker line, as probes.hccn_loop prints it
+
+
+def test_loops_of_real_samples_split_back_into_them():
+    """Every real hccn_tool sample framed as the node's loop frames it (`echo @@dev $i`, the
+    tool's output, `echo @@rc $?`), eight of them a loop: split_loop gives each back byte for
+    byte with its exit code, and the marker lines found are the regex's."""
+    from preflight.ascend import probes
+
+    samples = [fixture_body(name) for name in fixture_names("hccn_tool_")]
+    assert len(samples) >= 17
+    for first in range(0, len(samples), 8):
+        group = samples[first:first + 8]
+        text = "".join(f"@@dev {i}\n{t if t.endswith(chr(10)) else t + chr(10)}@@rc {i % 2}\n"
+                       for i, t in enumerate(group))
+        assert probes._loop_marks(text) == [(m.start(), m.group(0)) for m in LOOP_MARK.finditer(text)]
+        got = probes.split_loop(CommandOutput(stdout=text))
+        assert [(got[i].stdout.rstrip("\n"), got[i].rc) for i in range(len(group))] == \
+            [(t.rstrip("\n"), i % 2) for i, t in enumerate(group)]
+
+
 def test_loop_marks_are_the_regex_matches():
-    """split_loop finds its marker lines by str.find: exactly where _LOOP_MARK (the `^` regex under
+    """split_loop finds its marker lines by str.find: exactly where LOOP_MARK (the `^` regex under
     re.M) matches, on marker soups (marks mid-line, without their space, `@@@`, last line open)."""
     import random
 
@@ -223,7 +245,7 @@ def test_loop_marks_are_the_regex_matches():
     rng = random.Random(18)
     for _ in range(5000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
-        expected = [(m.start(), m.group(0)) for m in probes._LOOP_MARK.finditer(text)]
+        expected = [(m.start(), m.group(0)) for m in LOOP_MARK.finditer(text)]
         assert probes._loop_marks(text) == expected, repr(text)
 
 
