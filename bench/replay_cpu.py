@@ -20,7 +20,9 @@ sshd on a 2-core machine.
    valgrind (callgrind), and their slope: a figure the machine's load and clock do not move.
 5. With `--breakdown` as well: the same slope for a run whose checks' parsing, then parsing and
    node evaluation, cost nothing (their answers served from an earlier run in the same process,
-   bench/replay_served.py), so that what they cost inside a whole run is read off by difference.
+   bench/replay_served.py), so that what they cost inside a whole run is read off by difference;
+   and the slope of a run where everything before the bytes arrive is served (the recording's
+   reading, the probes and follow-ups, the batches): what the target counts, on its own.
 
 Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 \\
            [--instructions 300 [--breakdown]]
@@ -70,15 +72,17 @@ def instructions_of(cmd: list[str]) -> int:
     if shutil.which("valgrind") is None:
         sys.exit("replay_cpu.py: --instructions needs valgrind (apt-get install valgrind)")
     real = [os.path.realpath(sys.executable)] + cmd[1:]  # the interpreter itself, not a shim script
+    # one hash seed for every count: with a random one, dict and set work moves a slope by ~0.5 M
+    env = {**bench_env(), "PYTHONHASHSEED": "0"}
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *real],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=bench_env())
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     m = INSTRUCTIONS.search(done.stderr)
     if not m:
         sys.exit(f"replay_cpu.py: no instruction count from valgrind: {done.stderr[-300:]}")
     return int(m.group(1))
 
 
-SERVED = ("none", "parse", "evaluate")  # bench/replay_served.py's modes
+SERVED = ("none", "parse", "evaluate", "bytes")  # bench/replay_served.py's modes
 
 
 def node_range(n: int, total: int) -> str:
@@ -89,8 +93,9 @@ def node_range(n: int, total: int) -> str:
 
 def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, total: int) -> dict[str, float]:
     """Instructions per added node of a replay in process (`none`), and of the same replay run
-    again with the checks' parse (`parse`), then parse and node evaluate (`evaluate`) answered
-    from the first: the served run's slope is the mode's slope less `none`'s."""
+    again with the checks' parse (`parse`), then parse and node evaluate (`evaluate`), or
+    everything before the bytes arrive (`bytes`) answered from the first: the served run's slope
+    is the mode's slope less `none`'s."""
     from concurrent.futures import ThreadPoolExecutor
 
     def count(mode: str, n: int) -> int:
@@ -101,7 +106,8 @@ def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, total: in
         counts = {(m, n): pool.submit(count, m, n) for m in SERVED for n in (small, large)}
     slope = {m: (counts[m, large].result() - counts[m, small].result()) / (large - small) for m in SERVED}
     return {"run": slope["none"], "parse_served": slope["parse"] - slope["none"],
-            "parse_and_evaluate_served": slope["evaluate"] - slope["none"]}
+            "parse_and_evaluate_served": slope["evaluate"] - slope["none"],
+            "after_bytes": slope["bytes"] - slope["none"]}
 
 
 def breakdown_lines(b: dict[str, float] | None) -> list[str]:
@@ -111,7 +117,9 @@ def breakdown_lines(b: dict[str, float] | None) -> list[str]:
     return [f"breakdown (instructions per added node, in process, JSON rendered): the run {run / 1e6:.1f} M; "
             f"with parsing served {p / 1e6:.1f} M (parsing {(run - p) / 1e6:.1f} M, {(run - p) / run:.0%}); "
             f"with node evaluation served too {e / 1e6:.1f} M (node evaluation {(p - e) / 1e6:.1f} M, "
-            f"{(p - e) / run:.0%}); the rest {e / run:.0%}"]
+            f"{(p - e) / run:.0%}); the rest {e / run:.0%}",
+            f"after the bytes arrive (parse, evaluate, cluster checks, report; before them served): "
+            f"{b['after_bytes'] / 1e6:.1f} M ({b['after_bytes'] / run:.0%} of the run)"]
 
 
 def preflight(*args: str) -> list[str]:

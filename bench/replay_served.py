@@ -11,12 +11,18 @@ back from that record instead of calling the check:
     replay_served.py MODE INVENTORY RECORDING LIMIT SKIP
 
 MODE `none` runs only the first run; `parse` serves the facts in the second; `evaluate` serves the
-facts and the findings. Both runs render the JSON report (not written).
+facts and the findings; `bytes` serves everything before a node's bytes arrive: the inventory as
+loaded, each node's connection (the recording's file), its probes and follow-ups as the checks
+build them, and each batch's outputs (the specs, the transport's reading and decoding), so that the second run is
+exactly what issue 18's third target counts: parse, evaluate, cluster checks, report. Its outputs
+are fresh copies of the recorded texts, never hashed before, as a network's would be. Both runs
+render the JSON report (not written).
 """
 from __future__ import annotations
 
 import functools
 import gc
+import json
 import sys
 import threading
 from pathlib import Path
@@ -24,12 +30,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from preflight import runner as runner_module  # noqa: E402
-from preflight.inventory import load  # noqa: E402
+from preflight.inventory import Inventory, load  # noqa: E402
 from preflight.registry import discover  # noqa: E402
 from preflight.report import render  # noqa: E402
 from preflight.transport.replay import ReplayTransport  # noqa: E402
 
-MODES = ("none", "parse", "evaluate")
+MODES = ("none", "parse", "evaluate", "bytes")
 
 
 def serve(mode: str, record: dict, serving: threading.Event) -> None:
@@ -51,6 +57,54 @@ def serve(mode: str, record: dict, serving: threading.Event) -> None:
         if info.scope == "node" and hasattr(module, "evaluate"):
             module.evaluate = _served(module.evaluate, lambda f, p, node, _c=cid: ("evaluate", _c, node.name),
                                       record, serving, mode == "evaluate", listed=True)
+
+
+def serve_bytes(record: dict, serving: threading.Event) -> None:
+    """Wrap what comes before the bytes: record each node's probes (both rounds) and batch
+    outputs while `serving` is clear; once it is set, hand them back and open no recording."""
+    from dataclasses import replace
+
+    here = threading.local()
+    ask, batch, connect = runner_module.Runner._ask, runner_module.run_batch, ReplayTransport.connect
+
+    def served_connect(self, node, cancel):
+        here.node, here.calls = node.name, 0
+        return _NoSession() if serving.is_set() else connect(self, node, cancel)
+
+    def served_ask(run, checks, call):
+        key = ("ask", run.node.name, tuple(c.id for c in checks))
+        if serving.is_set():
+            wanted, facts = record[key]
+            run.facts.update(facts)
+            return wanted
+        before = dict(run.facts)
+        wanted = ask(run, checks, call)
+        record[key] = (wanted, {k: v for k, v in run.facts.items() if k not in before})
+        return wanted
+
+    def served_batch(session, node, wanted, cancel, recorder=None, checks=None):
+        here.calls += 1
+        key = ("batch", node.name, here.calls)
+        if serving.is_set():
+            return {cid: dict(outs) for cid, outs in record.pop(key).items()}
+        got = batch(session, node, wanted, cancel, recorder, checks)
+        # fresh texts for the second run: a str keeps its hash once taken, a network's never has one
+        record[key] = {cid: {name: replace(o, stdout=_fresh(o.stdout), stderr=_fresh(o.stderr))
+                             for name, o in outs.items()} for cid, outs in got.items()}
+        return got
+
+    ReplayTransport.connect = served_connect
+    runner_module.Runner._ask = staticmethod(served_ask)
+    runner_module.run_batch = served_batch
+
+
+class _NoSession:
+    def close(self) -> None:
+        pass
+
+
+def _fresh(text: str) -> str:
+    return text[:1] + text[1:] if len(text) > 1 else text
 
 
 def _served(call, key, record: dict, serving: threading.Event, serves: bool, listed: bool = False):
@@ -76,24 +130,41 @@ def empty_caches() -> None:
             obj.cache_clear()
 
 
-def once(inventory: str, recording: str, limit: str, skip: list[str]) -> None:
-    inv = load(inventory, limit=limit)
+def once(inv: Inventory, recording: str, skip: list[str]) -> str:
     report = runner_module.Runner(inv, ReplayTransport(recording), runner_module.Options(skip=skip)).run()
-    render(report, "json")
+    return render(report, "json")
 
 
 def main() -> None:
     mode, inventory, recording, limit, skip = sys.argv[1:6]
+    check = sys.argv[6:] == ["--check"]  # say whether the served run's results are the first run's
     if mode not in MODES:
         sys.exit(f"replay_served.py: MODE is one of {', '.join(MODES)}, not {mode!r}")
     record: dict = {}
     serving = threading.Event()
-    serve(mode, record, serving)
-    once(inventory, recording, limit, skip.split(","))
+    if mode == "bytes":
+        serve_bytes(record, serving)
+    else:
+        serve(mode, record, serving)
+    inv = load(inventory, limit=limit)
+    first = once(inv, recording, skip.split(","))
     if mode != "none":
         serving.set()
         empty_caches()
-        once(inventory, recording, limit, skip.split(","))
+        gc.collect()
+        gc.freeze()  # the first run's objects (and the record) are not the second run's garbage to scan
+        if mode != "bytes":  # reading the inventory comes before the bytes too
+            inv = load(inventory, limit=limit)
+        second = once(inv, recording, skip.split(","))
+        if check:
+            a, b = _results(first), _results(second)
+            print(f"{mode}: {len(a)} results, {'identical' if a == b else 'DIFFERENT'}")
+            sys.exit(0 if a == b else 1)
+
+
+def _results(report: str) -> list:
+    """The report's results without what differs between two runs of the same cluster (times)."""
+    return [{k: v for k, v in r.items() if k != "duration_s"} for r in json.loads(report)["results"]]
 
 
 if __name__ == "__main__":
