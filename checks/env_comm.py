@@ -588,7 +588,8 @@ NVIDIA_RULES = (rule_prefix_ifname("NCCL_SOCKET_IFNAME"), rule_nccl_ib_hca, rule
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    shown = {k: v for k, v in redact.redacted(facts.env).items() if SHOWN.match(k)}
+    # the shown names picked before redacting: the node's whole environment is a few hundred names
+    shown = redact.redacted({k: v for k, v in facts.env.items() if SHOWN.match(k)})
     if facts.ip_error:
         return [Finding(Status.FAIL, f"interfaces unknown: {facts.ip_error}", {"launch_env": shown}, IP_REMEDY)]
     rules = RULES + (NVIDIA_RULES if getattr(node, "backend", "auto") in ("nvidia", "auto") else ())

@@ -177,6 +177,15 @@ def test_error_scan_finds_a_needle_exactly_when_one_occurs():
     for _ in range(5000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 5)))
         assert (hccn._ANY_ERROR.search(text) is not None) == any(n in text for n in needles), repr(text)
+        assert (hccn.error_line(text) is not None) == any(n in text for n in needles), repr(text)
+
+
+def test_every_error_needle_holds_an_anchor():
+    """error_line looks for ERROR_ANCHORS first and reads a text without any as error-free: a
+    needle added to ERRORS without one would never be found."""
+    for needle, _ in hccn.ERRORS:
+        assert any(a in needle for a in hccn.ERROR_ANCHORS), needle
+        assert hccn.error_line(f"Tx Power0 : 1.0 mW\n  {needle}  \nx : y\n") == (needle, dict(hccn.ERRORS)[needle])
 
 
 def test_optical_fields_are_the_key_value_lines():

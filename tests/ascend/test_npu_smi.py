@@ -73,6 +73,16 @@ def test_non_contiguous_npu_ids():
     assert [c.npu for c in npu_smi.parse_info(text).chips][:3] == [0, 96, 2]
 
 
+def test_known_error_names_the_line_holding_a_needle():
+    """known_error reads the whole text for the needles before it splits lines: the line it names
+    is still the first holding one, anywhere in the text; a healthy table has none."""
+    table = table_text("npu-smi_info__910B1_8card_idle_npu-smi24.1.0__vllm-ascend-4037.txt")
+    assert npu_smi.known_error(table) is None
+    for needle, meaning in npu_smi.KNOWN_ERRORS:
+        text = f"{table}\n  dcmi says: {needle} (-8005)  \n{table}"
+        assert npu_smi.known_error(text) == f"dcmi says: {needle} (-8005) ({meaning})"
+
+
 @pytest.mark.parametrize("name", fixture_names("npu-smi_error__"))
 def test_error_outputs_are_not_tables(name):
     text = fixture_body(name)
