@@ -161,18 +161,28 @@ def shifted(text: str, seconds: float) -> str:
 
 
 NPU_POWER = re.compile(r"^(\| \d+ +\S+ +\| [^|]*\| *\d+\.)(\d)", re.M)  # `npu-smi info`: a chip's Power(W)
+# `hccn_tool -optical -g`: a lane's power reading, its last three digits (`Tx Power0 : 1.4035 mW`)
+OPTICAL_POWER = re.compile(r"^((?:Tx|Rx) Power\d*\s*:\s*\d+\.\d)(\d{3})( mW)$", re.M)
 
 
 def varied(text: str, index: int) -> str:
-    """A recording whose `npu-smi info` readings differ from its template's, as two real nodes'
-    do (power draw): the tenths of each NPU's Power(W) spell the clone's index. Without it every
-    clone of a template prints the same table, and a parser cached on its text (npu_smi.parse_info,
-    cached for the checks of one node) would parse once per template, not once per node."""
+    """A recording whose readings differ from its template's, as two real nodes' do: the tenths
+    of each NPU's Power(W) in `npu-smi info` spell the clone's index, and each optical lane's
+    power (`hccn_tool -optical -g`, 64 a node) gets its own last three digits. Without it every
+    clone of a template prints the same texts, and a parser cached on its text (npu_smi.parse_info,
+    cached for the checks of one node) would parse once per template, not once per node, and
+    hccn.optical_value (cached for the thresholds every module prints alike) would read each
+    template's powers once: on a real cluster each module prints its own."""
     doc = json.loads(text)
     out = doc.get("npu-smi info")
     if isinstance(out, dict) and isinstance(out.get("stdout"), str):
         digits = iter(f"{index:08d}"[::-1])
         out["stdout"] = NPU_POWER.sub(lambda m: m.group(1) + next(digits, m.group(2)), out["stdout"])
+    for cmd, out in doc.items():
+        if "-optical" in cmd and isinstance(out, dict) and isinstance(out.get("stdout"), str):
+            lanes = iter(range(10**6))  # every lane of every clone its own reading, as modules print
+            out["stdout"] = OPTICAL_POWER.sub(
+                lambda m: f"{m.group(1)}{(index * 7919 + next(lanes) * 104729) % 1000:03d}{m.group(3)}", out["stdout"])
     return json.dumps(doc)
 
 
