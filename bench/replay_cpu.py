@@ -72,7 +72,7 @@ def instructions_of(cmd: list[str]) -> int:
     if shutil.which("valgrind") is None:
         sys.exit("replay_cpu.py: --instructions needs valgrind (apt-get install valgrind)")
     real = [os.path.realpath(sys.executable)] + cmd[1:]  # the interpreter itself, not a shim script
-    # one hash seed for every count: with a random one, dict and set work moves a slope by ~0.5 M
+    # one hash seed for every count: under random ones, dict and set work moved a slope by 0.5 M
     env = {**bench_env(), "PYTHONHASHSEED": "0"}
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *real],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)

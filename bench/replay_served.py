@@ -13,10 +13,11 @@ back from that record instead of calling the check:
 MODE `none` runs only the first run; `parse` serves the facts in the second; `evaluate` serves the
 facts and the findings; `bytes` serves everything before a node's bytes arrive: the inventory as
 loaded, each node's connection (the recording's file), its probes and follow-ups as the checks
-build them, and each batch's outputs (the specs, the transport's reading and decoding), so that the second run is
-exactly what issue 18's third target counts: parse, evaluate, cluster checks, report. Its outputs
-are fresh copies of the recorded texts, never hashed before, as a network's would be. Both runs
-render the JSON report (not written).
+build them, and each batch's outputs (the specs, the transport's reading and decoding), so that
+the second run is exactly what issue 18's third target counts: parse, evaluate, cluster checks,
+report. Its outputs are fresh copies of the recorded texts, never hashed before, as a network's
+would be. Both runs render the JSON report (not written). A sixth argument `--check` compares the
+two runs' results and exits 1 when they differ.
 """
 from __future__ import annotations
 

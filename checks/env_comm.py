@@ -588,7 +588,7 @@ NVIDIA_RULES = (rule_prefix_ifname("NCCL_SOCKET_IFNAME"), rule_nccl_ib_hca, rule
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    # the shown names picked before redacting: the node's whole environment is a few hundred names
+    # the shown names picked before redacting: the node's whole launch environment is dozens of names
     shown = redact.redacted({k: v for k, v in facts.env.items() if SHOWN.match(k)})
     if facts.ip_error:
         return [Finding(Status.FAIL, f"interfaces unknown: {facts.ip_error}", {"launch_env": shown}, IP_REMEDY)]
