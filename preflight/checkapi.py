@@ -107,7 +107,7 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
 
 __all__ = [
     "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Shell", "Status",
-    "cmd", "sh", "seq", "q", "require_ok", "first_line", "passed", "skipped", "tool_failure",
+    "cmd", "sh", "seq", "q", "require_ok", "first_line", "line_with", "passed", "skipped", "tool_failure",
 ]
 
 
@@ -316,6 +316,19 @@ def first_line(text: str, limit: int = 300) -> str:
         if line.strip():
             return line.strip()[:limit]
     return ""
+
+
+def line_with(text: str, needles: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """(the first line of `text` holding one of the needles, stripped; that needle's meaning), in
+    line order, then table order; None without one. The tables of a vendor tool's error strings
+    (hccn_tool's, npu-smi's) are read so; each caller puts its own whole-text scan first, which
+    answers most texts (none holds a needle) without splitting them into lines."""
+    table = tuple(needles)
+    for line in text.splitlines():
+        for needle, meaning in table:
+            if needle in line:
+                return line.strip(), meaning
+    return None
 
 
 def require_ok(out: CommandOutput | None, what: str) -> CommandOutput:

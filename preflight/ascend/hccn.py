@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from preflight.checkapi import ParseError
+from preflight.checkapi import ParseError, line_with
 from preflight.model import direct_init
 
 # hccn_tool's error lines (DRV hccn_tool/cmd.c, tool_ops*.c; docs/FORMATS.md §3.3-3.10), with the
@@ -87,11 +87,7 @@ def error_line(text: str) -> tuple[str, str] | None:
         return None
     if not _ANY_ERROR.search(text):
         return None
-    for line in text.splitlines():
-        for needle, reason in ERRORS:
-            if needle in line:
-                return line.strip(), reason
-    return None
+    return line_with(text, ERRORS)
 
 
 def asctime(text: str) -> datetime:

@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 from dataclasses import dataclass
 
-from preflight.checkapi import ParseError
+from preflight.checkapi import ParseError, line_with
 from preflight.model import direct_init
 
 # Header row 2, first cell -> layout name (docs/FORMATS.md §1.1). Detected from text, never from width.
@@ -102,11 +102,8 @@ def known_error(text: str) -> str | None:
     """The line of a known npu-smi failure with its meaning, or None."""
     if not any(needle in text for needle, _ in KNOWN_ERRORS):  # every healthy table: 6 scans, no split
         return None
-    for line in text.splitlines():
-        for needle, meaning in KNOWN_ERRORS:
-            if needle in line:
-                return f"{line.strip()} ({meaning})"
-    return None
+    found = line_with(text, KNOWN_ERRORS)
+    return f"{found[0]} ({found[1]})" if found else None
 
 
 def _cells(line: str) -> list[str]:

@@ -172,6 +172,7 @@ def test_error_scan_finds_a_needle_exactly_when_one_occurs():
     real = [fixture_body(name) for name in fixture_names("hccn_tool") + fixture_names("npu-smi_error")]
     for text in real:
         assert (hccn._ANY_ERROR.search(text) is not None) == any(n in text for n in needles), text[:200]
+        assert (hccn.error_line(text) is not None) == any(n in text for n in needles), text[:200]
     parts = [n for n in needles] + [n[:k] for n in needles for k in (1, 3, len(n) - 1)] + ["\n", " ", "x"]
     rng = random.Random(9)
     for _ in range(5000):

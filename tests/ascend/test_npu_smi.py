@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.checkapi import ParseError
+from preflight.checkapi import ParseError, line_with
 from preflight.ascend import npu_smi
 from tests.support import fixture_body, fixture_names
 
@@ -89,6 +89,10 @@ def test_error_outputs_are_not_tables(name):
     with pytest.raises(ParseError):
         npu_smi.parse_info(text)
     assert npu_smi.known_error(text)
+    # the line named is the sample's first line holding a needle, as printed but stripped
+    first = next(ln.strip() for ln in text.splitlines() if any(n in ln for n, _ in npu_smi.KNOWN_ERRORS))
+    line, meaning = line_with(text, npu_smi.KNOWN_ERRORS)
+    assert line == first and npu_smi.known_error(text) == f"{first} ({meaning})"
 
 
 def test_truncated_chip_row_raises():
