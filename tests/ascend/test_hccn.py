@@ -9,6 +9,7 @@ import pytest
 from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, ParseError
 from preflight.node import Node
+from preflight.registry import discover
 from preflight.ascend import hccn
 from tests.support import fixture_body, fixture_names
 
@@ -81,7 +82,8 @@ def test_optical_read_alike_whatever_the_line_breaks():
         variants = [text, "\n\n" + text.replace(" : ", ":") + "\n  \n", text.replace("\n", "\r\n")]
         want = hccn.parse_optical(variants[0])
         for v in variants[1:]:
-            assert hccn.parse_optical(v) == want
+            got = hccn.parse_optical(v)
+            assert got == want and got.fields == want.fields
         for v in (text + "garbage line\n", (text + "garbage line\n").replace("\n", "\r\n")):
             with pytest.raises(ParseError) as exc:
                 hccn.parse_optical(v)
@@ -155,6 +157,36 @@ def test_loop_split_by_slicing_reads_what_the_line_reader_reads():
         assert got == want, text
 
 
+def test_alike_loops_are_split_once_and_handed_out_as_copies():
+    """A loop whose answer every healthy node prints alike is split once for all nodes
+    (split_alike): the same devices, texts and exit codes as split_loop, a dict of its own each
+    time (a caller changing it changes nothing for the next node), and a loop cut short still
+    refused every time."""
+    from preflight.ascend import hccn_common, probes
+
+    text = "@@dev 0\nlink status: UP\n@@rc 0\n@@dev 1\nlink status: DOWN\n@@rc 0\n"
+    probes._split_kept.cache_clear()
+    first = probes.split_alike(CommandOutput(stdout=text))
+    assert {d: (o.stdout, o.rc) for d, o in first.items()} == \
+        {d: (o.stdout, o.rc) for d, o in probes.split_loop(CommandOutput(stdout=text)).items()}
+    first.pop(0)
+    again = probes.split_alike(CommandOutput(stdout=text[:1] + text[1:]))  # another node's equal text
+    assert sorted(again) == [0, 1] and probes._split_kept.cache_info().hits == 1
+    for _ in range(2):
+        with pytest.raises(ParseError):
+            probes.split_alike(CommandOutput(stdout="@@dev 0\nlink status: UP\n"))
+    # read_hccn splits an alike query's loop this way, the others each time
+    outputs = {"link": CommandOutput(stdout=text), "ip": CommandOutput(stdout=text)}
+    probes._split_kept.cache_clear()
+    for _ in range(2):
+        hccn_common.read_hccn(dict(outputs), {"link": "-link -g", "ip": "-ip -g"})
+    assert probes._split_kept.cache_info()[:2] == (1, 1)  # (hits, misses): the -link loop only
+    # every query the table names is one a check asks, and none of them prints a node's own values
+    asked = {a for m in discover().values() for a in getattr(m.module, "QUERIES", {}).values()}
+    assert hccn_common.ALIKE_ON_HEALTHY_NODES <= asked
+    assert not hccn_common.ALIKE_ON_HEALTHY_NODES & {"-ip -g", "-optical -g", "-link_stat -g", "-stat -g"}
+
+
 def test_loop_quotes_inventory_paths():
     node = Node("n", "h", ascend_home="/opt/my ascend")
     assert "'/opt/my ascend/driver/tools/hccn_tool'" in ascend.hccn_loop(node, [0], "-ip -g")
@@ -220,6 +252,58 @@ def test_optical_fields_are_the_key_value_lines():
             assert got.value.text == exc.text
             continue
         assert hccn._optical_fields(text) == want, repr(text)
+
+
+def test_optical_judges_what_its_fields_hold():
+    """parse_optical reads only the judged lines, yet gives what reading every line into
+    _optical_fields and judging those gives (a later line with the same key wins, padded keys are
+    one key, a lane's index read from its key): on the real -optical samples and soups of judged,
+    unjudged, padded, repeated and bare lines."""
+    import random
+
+    def oracle(text: str) -> tuple:
+        fields = hccn._optical_fields(text)
+        if "present" not in fields:
+            raise ParseError("no present", text)
+        lanes: dict = {"Tx Power": {}, "Rx Power": {}}
+        thresholds, flags = {}, {}
+        for key, value in fields.items():
+            lane = re.match(r"^(Tx Power|Rx Power)(\d*)$", key)
+            if key.endswith("Thres"):
+                thresholds[key] = hccn.optical_value(value)
+            elif key.endswith("Flag"):
+                flags[key] = value
+            elif lane:
+                lanes[lane[1]][int(lane[2] or 0)] = hccn.optical_value(value)
+        return (fields["present"], list(lanes["Tx Power"].items()), list(lanes["Rx Power"].items()),
+                list(thresholds.items()), hccn.optical_value(fields.get("temperature", "NA")), list(flags.items()))
+
+    def got(text: str) -> tuple:
+        o = hccn.parse_optical(text)
+        return (o.present, list(o.tx_power.items()), list(o.rx_power.items()), list(o.thresholds.items()),
+                o.temperature, list(o.flags.items()))
+
+    parts = ["optical info:", "present              : present", "present:not present", " present ",
+             "Tx Power             : 1.4035 mW", "Tx Power2: 0.3 mW", " Rx Power1 :NA", "Rx Power1   : 0.0054 mW",
+             "TxPower High Thres   : 3.5481 mW", "RxPower Low Thres : not supported", "Rx Los Flag          : 0xff",
+             "Tx LoL Flag:0x0 ", "temperature          : 47 C", "temperature:NA", "Temp High Thres : 80 C",
+             "Tx Power1x : 1 mW", "vendor name          : Hisense", "a:b:c", "", "   ", "no colon here"]
+    real = [body(name) for name in fixture_names("hccn_tool_-optical")]
+    rng = random.Random(19)
+    soups = ["\n".join(rng.choice(parts) for _ in range(rng.randint(0, 10))) + rng.choice(["", "\n"])
+             for _ in range(3000)]
+    checked = 0
+    for text in real + soups:
+        try:
+            want = oracle(text)
+        except ParseError as exc:
+            with pytest.raises(ParseError) as err:
+                hccn.parse_optical(text)
+            assert err.value.text == exc.text, repr(text)
+            continue
+        assert got(text) == want, repr(text)
+        checked += 1
+    assert checked > 500
 
 
 LOOP_MARK = re.compile(r"^(?:@@dev|@@rc) [^\n]*", re.M)  # a marker line, as probes.hccn_loop prints it
