@@ -11,14 +11,14 @@ means "not supported here"), a loop cut short is unreadable output (error). A ch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 from ..checkapi import (CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line, require_ok, skipped,
                         tool_failure)
 from ..node import Node
 from .hccn import error_line
 from .probes import (NPU_SMI_INFO, NPU_SMI_PROBE, hccn_loop, hccn_missing, is_inference, logical_devices,
-                     split_loop, stdout_if_ok, table_or_none)
+                     split_alike, split_loop, stdout_if_ok, table_or_none)
 
 T = TypeVar("T")
 
@@ -56,22 +56,30 @@ class HccnRun:
     outputs: dict[str, dict[int, CommandOutput]]  # query name -> device -> its output
 
 
-def read_hccn(outputs, names: Iterable[str]) -> HccnRun:
-    """Split the loops of `names`; ParseError if one of them did not run cleanly."""
+# The hccn_tool queries whose answer holds no address, counter, reading or time: every healthy
+# device of every node prints the same text (`link status: UP`, `fec mode: rs FEC mode`, `net
+# health status: Success`, the TLS settings), so their loops are split once a cluster
+# (probes.split_alike). The others (-ip, -optical, -link_stat, -stat) differ from node to node.
+ALIKE_ON_HEALTHY_NODES = frozenset({"-link -g", "-fec -g", "-tls -g", "-net_health -g"})
+
+
+def read_hccn(outputs, queries: Mapping[str, str]) -> HccnRun:
+    """Split the loops of `queries` (name -> hccn_tool arguments, a check's QUERIES); ParseError
+    if one of them did not run cleanly."""
     table = table_or_none(stdout_if_ok(outputs.get(NPU_SMI_PROBE)))
     chips = {c.logical_id: (c.npu, c.chip) for c in table.chips} if table else {}
     if table is not None and table.inference:
         name = table.chips[0].name if table.chips else table.layout
         return HccnRun(INFERENCE_SKIP.format(name=name), None, chips, {})
     per_name: dict[str, dict[int, CommandOutput]] = {}
-    for name in names:
+    for name, args in queries.items():
         out = outputs.get(name)
         missing = hccn_missing(out)
         if missing:
             return HccnRun(None, missing, chips, {})
         if out is None or out.timed_out or out.error:
             require_ok(out, f"hccn_tool loop {name}")
-        per_name[name] = split_loop(out)
+        per_name[name] = split_alike(out) if args in ALIKE_ON_HEALTHY_NODES else split_loop(out)
     return HccnRun(None, None, chips, per_name)
 
 
@@ -128,7 +136,7 @@ def frame_findings(run: HccnRun, node: Node) -> list[Finding] | None:
     return None
 
 
-def read_devices(outputs, queries: Iterable[str], name: str, what: str,
+def read_devices(outputs, queries: Mapping[str, str], name: str, what: str,
                  per_device: Callable[..., T], *extra: str) -> tuple[HccnRun, dict[int, T]]:
     """Parse step shared by the hccn.* checks: the run's frame, and `per_device(out, *extra_outs)`
     for every device of query `name` (`extra` names further queries whose per-device output, or
