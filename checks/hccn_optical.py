@@ -107,10 +107,12 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
 
 def _out_of_range(opt: hccn.Optical, table: str, prefix: str) -> list[str]:
     low, high = opt.thresholds.get(f"{prefix} Low Thres"), opt.thresholds.get(f"{prefix} High Thres")
-    lanes = getattr(opt, table)
+    bad = [(lane, v) for lane, v in getattr(opt, table).items()
+           if v is not None and ((low is not None and v < low) or (high is not None and v > high))]
+    if not bad:  # the common case: no message to word
+        return []
     name = prefix.replace("Power", " Power")
-    return [f"{name}{lane} {v} mW outside [{low}, {high}]" for lane, v in sorted(lanes.items())
-            if v is not None and ((low is not None and v < low) or (high is not None and v > high))]
+    return [f"{name}{lane} {v} mW outside [{low}, {high}]" for lane, v in sorted(bad)]
 
 
 def _problems(dev: DeviceOptical) -> list[tuple[Status, str]]:
@@ -136,12 +138,13 @@ def _metrics(facts: Facts) -> list[dict]:
         if dev.optical is None:
             continue
         # Metric(...).to_dict()'s dicts built directly: ~100 a node, the Metric objects only cost
+        device = str(i)
         for table, _, name in POWER_RULES:
-            metrics += [{"name": name, "value": v, "unit": "mW", "labels": {"device": str(i), "lane": str(lane)}}
+            metrics += [{"name": name, "value": v, "unit": "mW", "labels": {"device": device, "lane": str(lane)}}
                         for lane, v in sorted(getattr(dev.optical, table).items()) if v is not None]
         if dev.optical.temperature is not None:
             metrics.append({"name": "optical_temperature", "value": dev.optical.temperature, "unit": "C",
-                            "labels": {"device": str(i)}})
+                            "labels": {"device": device}})
     return metrics
 
 
