@@ -96,8 +96,8 @@ def asctime(text: str) -> datetime:
     if len(parts) != 5 or parts[1] not in _MONTHS:
         raise ParseError("hccn_tool: not an asctime date", text)
     try:
-        hh, mm, ss = (int(x) for x in parts[3].split(":"))
-        return datetime(int(parts[4]), _MONTHS[parts[1]], int(parts[2]), hh, mm, ss)
+        hh, mm, ss = parts[3].split(":")
+        return datetime(int(parts[4]), _MONTHS[parts[1]], int(parts[2]), int(hh), int(mm), int(ss))
     except ValueError:
         raise ParseError("hccn_tool: not an asctime date", text) from None
 
@@ -275,22 +275,31 @@ def _optical_fields(text: str) -> dict[str, str]:
 _THRES, _FLAG, _PRESENT, _TEMPERATURE = ("thres",), ("flag",), ("present",), ("temperature",)
 
 
-@functools.lru_cache(maxsize=1024)
-def _optical_key(key: str) -> tuple:
-    """What a `-optical -g` key (as printed, padding and all) holds: a threshold, a flag, a power
-    lane (("Tx Power", 2)), `present` or `temperature`, or () for nothing judged; the stripped key
-    first. Keys are the tool's format, printed alike on every device: each read once."""
+_OPTICAL_PLAN: dict[str, tuple | None] = {}  # a key as printed -> (its name, what it holds); None: not judged
+_UNPLANNED = object()
+
+
+def _optical_key(key: str) -> tuple | None:
+    """What a `-optical -g` key (as printed, padding and all) holds, with its stripped name: a
+    threshold, a flag, a power lane (("Tx Power", 2)), `present` or `temperature`; None for
+    nothing judged. Keys are the tool's format, printed alike on every device: each is read
+    once and kept (a plain dict: looked up 46 times a device; at most 1,024 kept)."""
     name = key.strip()
     if name.endswith("Thres"):
-        return name, _THRES
-    if name.endswith("Flag"):
-        return name, _FLAG
-    if name == "present":
-        return name, _PRESENT
-    if name == "temperature":
-        return name, _TEMPERATURE
-    m = _LANE.match(name)
-    return name, ((m.group(1), int(m.group(2) or 0)) if m else ())
+        step: tuple | None = (name, _THRES)
+    elif name.endswith("Flag"):
+        step = (name, _FLAG)
+    elif name == "present":
+        step = (name, _PRESENT)
+    elif name == "temperature":
+        step = (name, _TEMPERATURE)
+    else:
+        m = _LANE.match(name)
+        step = (name, (m.group(1), int(m.group(2) or 0))) if m else None
+    if len(_OPTICAL_PLAN) >= 1024:
+        _OPTICAL_PLAN.clear()
+    _OPTICAL_PLAN[key] = step
+    return step
 
 
 def parse_optical(text: str) -> Optical:
@@ -306,15 +315,19 @@ def parse_optical(text: str) -> Optical:
     flags: dict[str, str] = {}
     present: str | None = None
     temperature = "NA"
+    plan = _OPTICAL_PLAN
     for line in lines:
         key, sep, value = line.partition(":")
         if not sep:
             if line.strip():
                 raise ParseError("hccn_tool -optical -g: expected `key : value`", line)
             continue
-        name, kind = _optical_key(key)
-        if not kind:
+        step = plan.get(key, _UNPLANNED)
+        if step is _UNPLANNED:
+            step = _optical_key(key)
+        if step is None:
             continue
+        name, kind = step
         if kind is _THRES:
             thresholds[name] = optical_value(value)
         elif kind is _FLAG:
