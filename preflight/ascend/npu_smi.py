@@ -34,6 +34,7 @@ KNOWN_ERRORS: tuple[tuple[str, str], ...] = (
     ("Command or option is not found", "this npu-smi does not know the query"),
     ("Failed to execute npu-smi", "npu-smi could not execute the query"),
 )
+_TABLE_EDGES = ("|", "+")
 _PAIR = re.compile(r"(\S+?)\s*/\s*(\S+)")  # "3408 / 65536", "41052/ 65536"
 _TABLE_HEAD = re.compile(r"\|\s*NPU\s+Name\s*\|")
 _PROCESS_HEAD = re.compile(r"\|\s*NPU\s+Chip\s*\|\s*Process id")
@@ -170,7 +171,9 @@ def parse_info(text: str) -> InfoTable:
     """The default `npu-smi info` table. Lines outside the table (driver log lines) are ignored.
 
     Cached (the result is frozen): npu.health, npu.idle and every hccn.* check read the same table."""
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.lstrip().startswith(("|", "+"))]
+    # table lines begin with | or +, rarely indented: only the others are left-stripped to see
+    lines = [ln.rstrip() for ln in text.splitlines()
+             if ln.startswith(_TABLE_EDGES) or ln.lstrip().startswith(_TABLE_EDGES)]
     banner = next((ln for ln in lines if "npu-smi" in ln and "Version:" in ln), None)
     head = next((i for i, ln in enumerate(lines) if _TABLE_HEAD.match(ln)), None)
     if banner is None or head is None or head + 1 >= len(lines):
