@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.ascend import hccn_common as common
-from preflight.checkapi import CommandOutput, Finding, Status, passed
+from preflight.checkapi import CommandOutput, Finding, Status, direct_init, passed
 from preflight.model import worst
 from preflight.ascend import hccn
 
@@ -48,6 +48,7 @@ VERDICTS: tuple[tuple[str, Status], ...] = (
 )
 
 
+@direct_init  # one a device, 8 a node: the fast __init__ (preflight.model)
 @dataclass(frozen=True)
 class DeviceHealth:
     status: str | None  # as printed: "Success", "Socket failed", ...

@@ -24,7 +24,7 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, first_line, passed, skipped
+from preflight.checkapi import CommandOutput, Finding, ParseError, Status, direct_init, first_line, passed, skipped
 from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
@@ -47,6 +47,7 @@ POWER_RULES = (("tx_power", "TxPower", "optical_tx_power"), ("rx_power", "RxPowe
 FLAG_OK = ("0x0", "NA", "not supported")
 
 
+@direct_init  # one a device, 8 a node: the fast __init__ (preflight.model)
 @dataclass(frozen=True)
 class DeviceOptical:
     optical: hccn.Optical | None

@@ -108,6 +108,7 @@ POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
 __all__ = [
     "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Shell", "Status",
     "cmd", "sh", "seq", "q", "require_ok", "first_line", "line_with", "passed", "skipped", "tool_failure",
+    "direct_init",
 ]
 
 
