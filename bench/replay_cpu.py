@@ -18,11 +18,13 @@ sshd on a 2-core machine.
 
 4. With `--instructions N`: the instructions of the JSON run at `--small` and N nodes, counted by
    valgrind (callgrind), and their slope: a figure the machine's load and clock do not move.
-5. With `--breakdown` as well: the same slope for a run whose checks' parsing, then parsing and
-   node evaluation, cost nothing (their answers served from an earlier run in the same process,
-   bench/replay_served.py), so that what they cost inside a whole run is read off by difference;
-   and the slope of a run where everything before the bytes arrive is served (the recording's
-   reading, the probes and follow-ups, the batches): what the target counts, on its own.
+5. With `--breakdown` as well: the slope of a replay's second run in process (bench/replay_served.py),
+   with nothing served, then with the checks' parsing, then parsing and node evaluation, served
+   (their answers recorded by the first run), so that what they cost inside a whole run is read
+   off by difference; and the second run with everything before the bytes arrive served (the
+   recording's reading, the probes and follow-ups, the batches): what the target counts, on its
+   own. Each second run is its mode's count less the count of the same mode stopped after the
+   first run.
 
 Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 \\
            [--instructions 300 [--breakdown]]
@@ -82,7 +84,7 @@ def instructions_of(cmd: list[str]) -> int:
     return int(m.group(1))
 
 
-SERVED = ("none", "parse", "evaluate", "bytes")  # bench/replay_served.py's modes
+SERVED = ("again", "parse", "evaluate", "bytes")  # bench/replay_served.py's modes with a second run
 
 
 def node_range(n: int, total: int) -> str:
@@ -92,34 +94,38 @@ def node_range(n: int, total: int) -> str:
 
 
 def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, total: int) -> dict[str, float]:
-    """Instructions per added node of a replay in process (`none`), and of the same replay run
-    again with the checks' parse (`parse`), then parse and node evaluate (`evaluate`), or
-    everything before the bytes arrive (`bytes`) answered from the first: the served run's slope
-    is the mode's slope less `none`'s."""
+    """Instructions per added node of a replay's second run in process: with nothing served
+    (`again`), with the checks' parse (`parse`), then parse and node evaluate (`evaluate`), or
+    everything before the bytes arrive (`bytes`) answered from the first run. A second run's
+    slope is the mode's slope less the slope of the same mode stopped after its first run
+    (`--first-only`), which records as the mode does."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def count(mode: str, n: int) -> int:
+    def count(mode: str, n: int, *flags: str) -> int:
         return instructions_of([sys.executable, str(HERE / "replay_served.py"), mode, str(inv), str(rec),
-                                node_range(n, total), skip])
+                                node_range(n, total), skip, *flags])
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # valgrind runs one core each
-        counts = {(m, n): pool.submit(count, m, n) for m in SERVED for n in (small, large)}
-    slope = {m: (counts[m, large].result() - counts[m, small].result()) / (large - small) for m in SERVED}
-    return {"run": slope["none"], "parse_served": slope["parse"] - slope["none"],
-            "parse_and_evaluate_served": slope["evaluate"] - slope["none"],
-            "after_bytes": slope["bytes"] - slope["none"]}
+        counts = {(m, n, f): pool.submit(count, m, n, *f) for m in SERVED for n in (small, large)
+                  for f in ((), ("--first-only",))}
+    slope = {m: ((counts[m, large, ()].result() - counts[m, small, ()].result())
+                 - (counts[m, large, ("--first-only",)].result() - counts[m, small, ("--first-only",)].result()))
+             / (large - small) for m in SERVED}
+    return {"run": slope["again"], "parse_served": slope["parse"], "parse_and_evaluate_served": slope["evaluate"],
+            "after_bytes": slope["bytes"]}
 
 
 def breakdown_lines(b: dict[str, float] | None) -> list[str]:
     if not b:
         return []
     run, p, e = b["run"], b["parse_served"], b["parse_and_evaluate_served"]
-    return [f"breakdown (instructions per added node, in process, JSON rendered): the run {run / 1e6:.1f} M; "
+    return [f"breakdown (instructions per added node, a second run in process, JSON rendered): the run {run / 1e6:.1f} M; "
             f"with parsing served {p / 1e6:.1f} M (parsing {(run - p) / 1e6:.1f} M, {(run - p) / run:.0%}); "
             f"with node evaluation served too {e / 1e6:.1f} M (node evaluation {(p - e) / 1e6:.1f} M, "
             f"{(p - e) / run:.0%}); the rest {e / run:.0%}",
             f"after the bytes arrive (parse, evaluate, cluster checks, report; before them served): "
-            f"{b['after_bytes'] / 1e6:.1f} M ({b['after_bytes'] / run:.0%} of the run)"]
+            f"{b['after_bytes'] / 1e6:.1f} M ({b['after_bytes'] / run:.0%} of the run; before them "
+            f"{(run - b['after_bytes']) / 1e6:.1f} M)"]
 
 
 def preflight(*args: str) -> list[str]:
@@ -258,7 +264,7 @@ def main() -> None:
                          "about 20 s a 100 nodes here")
     ap.add_argument("--breakdown", action="store_true",
                     help="with --instructions: also the instructions of parsing and of node evaluation "
-                         "inside the run (six more valgrind runs, each about twice as long)")
+                         "inside the run (16 more valgrind runs, about 12 minutes here)")
     args = ap.parse_args()
     if args.breakdown and not args.instructions:
         ap.error("--breakdown needs --instructions N")
