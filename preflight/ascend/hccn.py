@@ -199,12 +199,15 @@ def parse_ip(text: str) -> IpConf:
     return IpConf(ip=values.get("ipaddr") or None, netmask=values.get("netmask") or None)
 
 
+_CONF_LINE = re.compile(r"^([A-Za-z_]+?)_(\d+)\s*=\s*(.*)$")  # address_0=10.10.0.10
+
+
 def parse_hccn_conf(text: str) -> dict[int, dict[str, str]]:
     """/etc/hccn.conf `address_0=10.10.0.10` lines -> {0: {"address": "10.10.0.10", ...}}."""
     conf: dict[int, dict[str, str]] = {}
     for line in text.splitlines():
         line = line.strip()
-        m = re.match(r"^([A-Za-z_]+?)_(\d+)\s*=\s*(.*)$", line)
+        m = _CONF_LINE.match(line)
         if m:
             conf.setdefault(int(m.group(2)), {})[m.group(1)] = m.group(3).strip()
     return conf

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from ..model import Report
 
 SCHEMA = "preflight.report/1"
@@ -29,15 +31,27 @@ def to_dict(report: Report) -> dict[str, Any]:
     }
 
 
-# One compact line: the C encoder is ~10x faster than indented output (128 nodes carry a few MB of
-# metrics); pipe through `jq .` to read it. No check for reference cycles: a report is a tree that
-# to_dict builds fresh (and the checks' details are plain data), and keeping a set of every open
-# container's id cost an eighth of the encoding (about 150 dicts and lists a node).
+# One compact line (pipe through `jq .` to read it), written by orjson: about five times faster than
+# the standard library's C encoder, which took a tenth of a run's CPU after the bytes arrive (13 KB a
+# node, two thirds of it metrics). What a report holds (str keys, str, int, float, bool and None
+# values, lists, dicts) comes out byte for byte as json.dumps writes it, but a float whose repr has
+# an exponent: `1e-5`, where json writes `1e-05` (the same number). The rest follows json's rules as
+# before: int keys become strings, other objects (dataclasses, dates, paths) their str(); what orjson
+# refuses (ints past 64 bits, nesting past 254, lone surrogates) is written by the standard library.
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+# No check for reference cycles there: a report is a tree that to_dict builds fresh.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"), check_circular=False)
 
 
+def _encode(doc: Any) -> str:
+    try:
+        return orjson.dumps(doc, default=str, option=_OPTIONS).decode()
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return _ENCODER.encode(doc)
+
+
 def render(report: Report) -> str:
-    return _ENCODER.encode(to_dict(report)) + "\n"
+    return _encode(to_dict(report)) + "\n"
 
 
 def records(report: Report) -> list[dict[str, Any]]:
@@ -49,4 +63,4 @@ def records(report: Report) -> list[dict[str, Any]]:
 
 
 def render_lines(report: Report) -> str:
-    return "".join(_ENCODER.encode(rec) + "\n" for rec in records(report))
+    return "".join(_encode(rec) + "\n" for rec in records(report))

@@ -107,3 +107,38 @@ def test_unreachable_node_report_validates(sim_cluster):
         v.validate(rec)
     (rec,) = [r for r in records if r["check"] == "ssh.connect" and r["node"] == "node02"]
     assert rec["node_state"] == "unreachable" and rec["status"] == "error" and rec["action"] is None
+
+
+def test_json_writer_writes_what_the_standard_library_writes(monkeypatch):
+    """The report's JSON (orjson, for speed) is json.dumps's compact output byte for byte for what
+    a report holds, int keys and objects included (written as json writes them: a string key, the
+    object's str()), the same number where a float's exponent is spelled differently, and the
+    standard library's own output where orjson refuses (an int past 64 bits, a lone surrogate)."""
+    import dataclasses
+    import datetime
+
+    from preflight.model import Report, Result, Status
+    from preflight.report import json_report
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    def std(doc):
+        return json.dumps(doc, ensure_ascii=False, default=str, separators=(",", ":"))
+
+    plain = {"s": "Ascend 910B \u00e9\u4e2d", "i": -7, "f": 1.4035, "t": 47.0, "b": True, "n": None, "l": [1, (2, 3)],
+             "d": {0: "int key", "status": Status.FAIL}, "obj": Point(3), "when": datetime.datetime(2026, 12, 4, 5, 0),
+             "path": Path("/etc/hccn.conf"), "set": {"only"}, "quote": 'say "x"\n\t\\'}
+    assert json_report._encode(plain) == std(plain)
+    with monkeypatch.context() as m:  # ... and all of it without falling back to the standard library
+        m.setattr(json_report, "_ENCODER", None)
+        assert json_report._encode(plain) == std(plain)
+    tiny = {"v": 1e-05, "w": 1e22}
+    assert json.loads(json_report._encode(tiny)) == tiny
+    for refused in ({"big": 2 ** 70}, {"lone": "\ud800"}):
+        assert json_report._encode(refused) == std(refused)
+    report = Report("2026-12-04T05:00:00Z", "2026-12-04T05:00:01Z", "inv.yaml", "0" * 64, (),
+                    (Result("hccn.optical", "n1", Status.PASS, "ok", {"metrics": [{"name": "m", "value": 0.99}]}),))
+    assert json_report.render(report) == std(json_report.to_dict(report)) + "\n"
+    assert json_report.render_lines(report) == "".join(std(r) + "\n" for r in json_report.records(report))
