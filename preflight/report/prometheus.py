@@ -130,6 +130,22 @@ def _own_labels(labels: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _own_text(labels: dict[str, Any]) -> str:
+    """_own_labels' text: kept by the labels themselves when every name and value is a str (a
+    report's ~100 metrics a node repeat a few label sets: device "0" lane "1"); any other value
+    (1 and True are equal keys but print differently) is spelled each time."""
+    items = tuple(labels.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            return _label_text(_own_labels(labels))
+    return _own_text_of(items)
+
+
+@functools.lru_cache(maxsize=4096)
+def _own_text_of(items: tuple[tuple[str, str], ...]) -> str:
+    return _label_text(_own_labels(dict(items)))
+
+
 @functools.lru_cache(maxsize=4096)
 def _label_key(k: str) -> str:
     """A metric's label name as exported: Prometheus-safe, and kept off `node`, `check` and `__*`."""
@@ -173,7 +189,7 @@ def families(report: Report, busy: Iterable[str] = ()) -> _Families:
             if not isinstance(m, dict) or not isinstance(m.get("value"), (int, float)) or not m.get("name"):
                 continue
             name, factor = metric_name(str(m["name"]), str(m.get("unit") or ""))
-            own = _label_text(_own_labels(m.get("labels") or {}))
+            own = _own_text(m.get("labels") or {})
             # the family's help is its first sample's (add keeps it): the text is made once a family
             fam.add_text(name, fam.help.get(name) or f"{m['name']} from {r.check} (converted from "
                          f"{m.get('unit') or 'no unit'})", f"{lead},{own}" if own else lead, float(m["value"]) * factor)
