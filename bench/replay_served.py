@@ -70,13 +70,15 @@ def serve_bytes(record: dict, serving: threading.Event) -> None:
     outputs while `serving` is clear; once it is set, hand them back and open no recording."""
     from dataclasses import replace
 
-    here = threading.local()
+    # A node's batches are counted in order, per run (their check ids do not name them: a check
+    # with several plan rounds sends the same ids each round). Not per connection: a cluster
+    # check's plan round reconnects to the nodes it asks once their node phase has closed them,
+    # and a count restarted there overwrote the node's first batch with the plan's (the served run
+    # then failed those nodes: the first 32 of a 100-node replay).
+    calls: dict[bool, dict[str, int]] = {False: {}, True: {}}  # serving? -> node -> batches so far
     ask, batch, connect = runner_module.Runner._ask, runner_module.run_batch, ReplayTransport.connect
 
     def served_connect(self, node, cancel):
-        # a node's batches counted in order (one worker replays): their check ids do not name them,
-        # a check with several plan rounds sends the same ids each round
-        here.calls = 0
         return _NoSession() if serving.is_set() else connect(self, node, cancel)
 
     def served_ask(run, checks, call):
@@ -91,8 +93,9 @@ def serve_bytes(record: dict, serving: threading.Event) -> None:
         return wanted
 
     def served_batch(session, node, wanted, cancel, recorder=None, checks=None):
-        here.calls += 1
-        key = ("batch", node.name, here.calls)
+        counts = calls[serving.is_set()]  # one thread works on a node at a time
+        counts[node.name] = n = counts.get(node.name, 0) + 1
+        key = ("batch", node.name, n)
         if serving.is_set():
             return {cid: dict(outs) for cid, outs in record.pop(key).items()}
         got = batch(session, node, wanted, cancel, recorder, checks)
