@@ -164,12 +164,19 @@ def _filters(checks: Iterable[str]) -> str:
 
 def _failures(report: Report) -> str:
     rows = []
-    for g in grouped(report):
-        if g.status is Status.SKIP or (g.status is Status.PASS and not g.flapping):
-            continue
+    shown = [g for g in grouped(report)
+             if not (g.status is Status.SKIP or (g.status is Status.PASS and not g.flapping))]
+    # the evidence of a line is its first node's results: found in one pass over the results, not
+    # one a line (1,000 failing lines x 18,000 results took 7 s)
+    lines = {(g.check, g.nodes[0], g.summary) for g in shown}
+    evidence: dict[tuple[str, str, str], list[str]] = {}
+    for r in report.results:
+        key = (r.check, r.node or "_cluster", r.summary)
+        if key in lines:
+            evidence.setdefault(key, []).append(_evidence(r.details))
+    for g in shown:
         fix = e(g.remediation or "")
-        ev = "".join(_evidence(r.details) for r in report.results
-                     if r.check == g.check and (r.node or "_cluster") == g.nodes[0] and r.summary == g.summary)[:EVIDENCE_MAX]
+        ev = "".join(evidence.get((g.check, g.nodes[0], g.summary), ()))[:EVIDENCE_MAX]
         rows.append(
             f'<tr class="finding st-{g.status.value}{" acked" if g.ack else ""}" data-status="{g.status.value}" data-check="{e(g.check)}" '
             f'data-nodes="{e(" ".join(g.nodes))}"><td class="badge st-{g.status.value}">{g.status.value.upper()}</td>'

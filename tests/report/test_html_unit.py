@@ -41,3 +41,21 @@ def test_rows_fold_and_meshes_come_from_metrics():
     (summary, devices), = page.mesh_results(_report())
     m = page.mesh(summary, devices, ["n01", "n02"])
     assert not devices and m["labels"] == ["n01", "n02"] and [0, 1, 100.0, None] in m["cells"]
+
+
+def test_each_failing_line_shows_its_first_nodes_evidence():
+    """A line of 'Failures first' shows the details of its first node's results, whatever the
+    number of lines: its own, never another line's or another node's of the same line."""
+    nodes = tuple(NodeState(f"n{i:02d}", f"10.0.0.{i}") for i in range(1, 7))
+    res = [Result("hccn.optical", f"n{i:02d}", Status.FAIL, f"device {i} Rx Los", {"seen": f"rx-{i:02d}"}, "clean it")
+           for i in range(1, 5)]
+    res += [Result("hccn.optical", n, Status.FAIL, "device 9 Rx Los", {"seen": f"rx-{n}"}, "clean it")
+            for n in ("n05", "n06")]  # one line, two nodes: n05's evidence
+    text = render(Report("2026-12-01T00:00:00Z", "2026-12-01T00:00:01Z", "inv.yaml", "", nodes, tuple(res)), "html")
+    section = text[text.index('<section id="failures">'):]
+    section = section[:section.index("</section>")]
+    rows = re.findall(r'<tr class="finding.*?</tr>', section, re.S)
+    assert len(rows) == 5
+    for row in rows:
+        node = re.search(r'data-nodes="([^"]*)"', row).group(1).split()[0]
+        assert re.findall(r"rx-n?\d+", row) == [f"rx-{node}" if node in ("n05", "n06") else f"rx-{node[1:]}"]
