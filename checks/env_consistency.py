@@ -186,15 +186,16 @@ def rule_master(ctx: ClusterContext) -> list[Problem]:
     return out
 
 
-def _comm(ctx: ClusterContext) -> dict[str, tuple[str, Any]]:
-    """node -> (communication address, its network) where env.comm found one."""
+def _comm(ctx: ClusterContext) -> dict[str, tuple[str, str | None]]:
+    """node -> (communication address, its network as text) where env.comm found one."""
     out = {}
     for n, node in ctx.nodes.items():
         f = _fact(ctx, n, "env.comm")
         c = f.comm(getattr(node, "backend", "ascend")) if f is not None else None
         if c is None or not c.ip:
             continue
-        net = next((a.network for i in f.interfaces for a in i.addrs if a.ip == c.ip), None)
+        net = next((iproute.subnet(a.ip, str(a.prefixlen)) for i in f.interfaces for a in i.addrs if a.ip == c.ip),
+                   None)
         out[n] = (c.ip, net)
     return out
 
@@ -211,7 +212,7 @@ def rule_comm_addresses(ctx: ClusterContext) -> list[Problem]:
     out = [Problem(Status.FAIL, f"communication address {ip} is used by {', '.join(ns)}",
                    "give every node its own HCCL_IF_IP (inventory per-node env)", node=n)
            for ip, ns in _duplicates(owners).items() for n in ns]
-    nets = {n: str(net) for n, (_, net) in comm.items() if net is not None}
+    nets = {n: net for n, (_, net) in comm.items() if net is not None}
     return out + _agree(nets, "communication subnet", "put every node's HCCL_IF_IP / IFNAME on the training subnet")
 
 

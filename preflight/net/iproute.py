@@ -155,11 +155,15 @@ _PREFIX_OF_NETMASK = {(0xFFFFFFFF << (32 - p)) & 0xFFFFFFFF: p for p in range(33
 
 @functools.lru_cache(maxsize=64)
 def _netmask(mask: str) -> tuple[int, int | None]:
-    """A dotted netmask's bits and prefix length ("" : a host, /32); prefix None when it is not a
-    dotted netmask. Kept: a cluster's rails print a handful of masks, 8,000 times at 1,000 nodes."""
+    """A dotted netmask's or a prefix length's bits and prefix length ("": a host, /32); prefix None
+    for anything else. Kept: a cluster's rails print a handful of masks, 8,000 times at 1,000 nodes."""
     if not mask:
         return 0xFFFFFFFF, 32
-    bits = ipv4_value(mask) if "." in mask else None
+    if "." not in mask:  # a prefix length as `ip` prints it (24); other spellings are ipaddress's to read
+        if mask.isascii() and mask.isdigit() and (mask == "0" or mask[0] != "0") and int(mask) <= 32:
+            return (0xFFFFFFFF << (32 - int(mask))) & 0xFFFFFFFF, int(mask)
+        return 0, None
+    bits = ipv4_value(mask)
     return (bits or 0), (_PREFIX_OF_NETMASK.get(bits) if bits is not None else None)
 
 
@@ -167,8 +171,8 @@ def subnet(ip: str, mask: str | None) -> str:
     """`str(ipaddress.ip_interface(f"{ip}/{mask or 32}").network)`, ValueError where that raises.
 
     An IPv4 address with a dotted netmask (what hccn_tool prints: 8 devices a node, 8,000 at
-    1,000 nodes, read by env.consistency) is worked out with integers; anything else (a prefix
-    length, a host mask, IPv6) is ipaddress's to read."""
+    1,000 nodes, read by env.consistency) or a prefix length (`ip addr`'s) is worked out with
+    integers; anything else (a host mask, IPv6) is ipaddress's to read."""
     addr = ipv4_value(ip)
     bits, prefix = _netmask(mask or "")
     if addr is None or prefix is None:
