@@ -25,9 +25,11 @@ sshd on a 2-core machine.
    recording's reading, the probes and follow-ups, the batches): what the target counts, on its
    own. Each second run is its mode's count less the count of the same mode stopped after the
    first run.
+6. With `--served-times R`: that last run timed, R rounds at `--small` and `--nodes` nodes, with
+   its report rendered in each of `--formats`: the target's figure in milliseconds a node.
 
 Usage: sudo python3 bench/replay_cpu.py --from-sim 32 --nodes 1000 --small 100 --repeat 3 \\
-           [--instructions 300 [--breakdown]]
+           [--served-times 3] [--instructions 300 [--breakdown]]
 """
 from __future__ import annotations
 
@@ -113,6 +115,33 @@ def breakdown(inv: Path, rec: Path, skip: str, small: int, large: int, total: in
              / (large - small) for m in SERVED}
     return {"run": slope["again"], "parse_served": slope["parse"], "parse_and_evaluate_served": slope["evaluate"],
             "after_bytes": slope["bytes"]}
+
+
+def served_times(inv: Path, rec: Path, skip: str, small: int, large: int, formats: list[str],
+                 rounds: int) -> dict[str, list[float]]:
+    """Per added node (ms), each round: the replay's second run with everything before the bytes
+    served (bench/replay_served.py bytes) and its report rendered in one format: what the target
+    counts, timed (CPU of this process alone, in process: the run, then each rendering alone)."""
+    def one(n: int) -> dict[str, float]:
+        out = subprocess.run([sys.executable, str(HERE / "replay_served.py"), "bytes", str(inv), str(rec),
+                              node_range(n, large), skip, "--times=" + ",".join(formats)],
+                             capture_output=True, text=True, env=bench_env(), check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    per: dict[str, list[float]] = {f: [] for f in formats}
+    for _ in range(rounds):
+        a, b = one(small), one(large)
+        for f in formats:
+            per[f].append(((b["run"] + b[f]) - (a["run"] + a[f])) / (large - small) * 1000)
+    return per
+
+
+def served_lines(per: dict[str, list[float]] | None, small: int, large: int) -> list[str]:
+    if not per:
+        return []
+    return [f"after the bytes arrive, timed ({small} -> {large} nodes, ms a node, best of "
+            f"{len(next(iter(per.values())))} rounds; all rounds): "
+            + "; ".join(f"{f} {min(v):.2f} ({' '.join(f'{x:.2f}' for x in v)})" for f, v in per.items())]
 
 
 def breakdown_lines(b: dict[str, float] | None) -> list[str]:
@@ -265,6 +294,9 @@ def main() -> None:
     ap.add_argument("--breakdown", action="store_true",
                     help="with --instructions: also the instructions of parsing and of node evaluation "
                          "inside the run (16 more valgrind runs, about 12 minutes here)")
+    ap.add_argument("--served-times", type=int, metavar="R", default=0,
+                    help="also time the target's own part at --small and --nodes nodes, R rounds: a replay's "
+                         "second run with everything before the bytes served, then each format's rendering")
     args = ap.parse_args()
     if args.breakdown and not args.instructions:
         ap.error("--breakdown needs --instructions N")
@@ -294,6 +326,8 @@ def main() -> None:
             per = (med["large"] - med["small"]) / (args.nodes - args.small) * 1000
             rows[fmt] = {"small_cpu": med["small"], "large_cpu": med["large"], "rss_mb": rss, "per_node_ms": per,
                          "rc": sorted({r[2] for r in runs["large"]})}
+        served = served_times(inv_n, rec_n, skip, args.small, args.nodes, args.formats.split(","),
+                              args.served_times) if args.served_times else None
         if args.instructions:
             base = preflight("run", str(inv_n), "--replay", str(rec_n), "--skip", skip, "--format", "json",
                              "--output", str(folder / "out.instr.json"), "--quiet")
@@ -310,13 +344,16 @@ def main() -> None:
     for fmt, r in rows.items():
         print(f"| {fmt} | {r['small_cpu']:.2f} | {r['large_cpu']:.2f} | {r['per_node_ms']:.2f} | {r['rss_mb']:.0f} |")
     print(f"exit codes {[r['rc'] for r in rows.values()]}, load {os.getloadavg()[0]:.1f}, {time.strftime('%F %T')}")
+    for line in served_lines(served, args.small, args.nodes):
+        print(line)
     if instr:
         sizes = " -> ".join(f"{n} nodes {c / 1e9:.2f} G" for n, c in instr["counts"].items())
         print(f"instructions (JSON report): {sizes}; {instr['per_node'] / 1e6:.1f} M per added node")
         for line in breakdown_lines(instr.get("breakdown")):
             print(line)
     if args.json:
-        Path(args.json).write_text(json.dumps({**rows, "instructions": instr} if instr else rows, indent=1))
+        Path(args.json).write_text(json.dumps({**rows, **({"instructions": instr} if instr else {}),
+                                               **({"served_times": served} if served else {})}, indent=1))
 
 
 if __name__ == "__main__":

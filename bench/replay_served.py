@@ -19,7 +19,8 @@ the second run is exactly what issue 18's third target counts: parse, evaluate, 
 report. Its outputs are fresh copies of the recorded texts, never hashed before, as a network's
 would be. Both runs render the JSON report (not written).
 
-`--check` compares the two runs' results and exits 1 when they differ. `--first-only` stops after
+`--check` compares the two runs' results and exits 1 when they differ. `--times=json,html,...`
+prints the second run's CPU seconds and each format's rendering's, as JSON, instead. `--first-only` stops after
 the first run, recording as the mode does: a mode's count less its first-only count is its second
 run alone (the recording costs the first run about 1 M instructions a node in `bytes` mode, which
 a baseline without it would have charged to the second).
@@ -31,6 +32,7 @@ import gc
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -141,9 +143,24 @@ def empty_caches() -> None:
             obj.cache_clear()
 
 
+def replay(inv: Inventory, recording: str, skip: list[str]):
+    return runner_module.Runner(inv, ReplayTransport(recording), runner_module.Options(skip=skip)).run()
+
+
 def once(inv: Inventory, recording: str, skip: list[str]) -> str:
-    report = runner_module.Runner(inv, ReplayTransport(recording), runner_module.Options(skip=skip)).run()
-    return render(report, "json")
+    return render(replay(inv, recording, skip), "json")
+
+
+def timed(inv: Inventory, recording: str, skip: list[str], formats: list[str]) -> dict[str, float]:
+    """CPU seconds of the run and of each format's rendering of its report, each alone."""
+    t0 = time.process_time()
+    report = replay(inv, recording, skip)
+    seconds = {"run": time.process_time() - t0}
+    for fmt in formats:
+        t0 = time.process_time()
+        render(report, fmt)
+        seconds[fmt] = time.process_time() - t0
+    return seconds
 
 
 def main() -> None:
@@ -151,10 +168,11 @@ def main() -> None:
     flags = sys.argv[6:]
     check = "--check" in flags  # say whether the served run's results are the first run's
     first_only = "--first-only" in flags  # the mode's first run alone: what its count is read against
+    times = [f.split("=", 1)[1].split(",") for f in flags if f.startswith("--times=")]
     if mode not in MODES:
         sys.exit(f"replay_served.py: MODE is one of {', '.join(MODES)}, not {mode!r}")
-    if not set(flags) <= {"--check", "--first-only"}:
-        sys.exit(f"replay_served.py: the flags are --check and --first-only, not {' '.join(flags)}")
+    if not all(f in ("--check", "--first-only") or f.startswith("--times=") for f in flags):
+        sys.exit(f"replay_served.py: the flags are --check, --first-only and --times=FMT,..., not {' '.join(flags)}")
     record: dict = {}
     serving = threading.Event()
     if mode == "bytes":
@@ -170,6 +188,9 @@ def main() -> None:
         gc.freeze()  # the first run's objects (and the record) are not the second run's garbage to scan
         if mode != "bytes":  # reading the inventory comes before the bytes too
             inv = load(inventory, limit=limit)
+        if times:  # the second run's CPU and each format's, as JSON (replay_cpu.py --served-times)
+            print(json.dumps(timed(inv, recording, skip.split(","), times[0])))
+            return
         second = once(inv, recording, skip.split(","))
         if check:
             a, b = _results(first), _results(second)
