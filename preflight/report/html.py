@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from ..model import SEVERITY, NodeStateKind, Report, Status
 from ..nodeset import fold
-from .group import grouped
+from .group import CLUSTER, grouped
 
 STATUSES = ("fail", "error", "warn", "pass", "skip")
 MARK = {"fail": "✗", "error": "?", "warn": "!", "pass": "✓", "skip": "–"}
@@ -171,7 +171,7 @@ def _failures(report: Report) -> str:
     lines = {(g.check, g.nodes[0], g.summary) for g in shown}
     evidence: dict[tuple[str, str, str], list[str]] = {}
     for r in report.results:
-        key = (r.check, r.node or "_cluster", r.summary)
+        key = (r.check, r.node or CLUSTER, r.summary)
         if key in lines:
             evidence.setdefault(key, []).append(_evidence(r.details))
     for g in shown:

@@ -34,10 +34,12 @@ def to_dict(report: Report) -> dict[str, Any]:
 # One compact line (pipe through `jq .` to read it), written by orjson: about five times faster than
 # the standard library's C encoder, which took a tenth of a run's CPU after the bytes arrive (13 KB a
 # node, two thirds of it metrics). What a report holds (str keys, str, int, float, bool and None
-# values, lists, dicts) comes out byte for byte as json.dumps writes it, but a float whose repr has
-# an exponent: `1e-5`, where json writes `1e-05` (the same number). The rest follows json's rules as
-# before: int keys become strings, other objects (dataclasses, dates, paths) their str(); what orjson
-# refuses (ints past 64 bits, nesting past 254, lone surrogates) is written by the standard library.
+# values, lists, dicts) comes out byte for byte as json.dumps writes it, but for two spellings: a
+# float whose repr has an exponent is `1e-5` where json wrote `1e-05` (the same number), and NaN
+# or an infinity is null where json wrote the invalid tokens NaN and Infinity. The rest follows
+# json's rules as before: int keys become strings, other objects (dataclasses, dates, paths)
+# their str(); what orjson refuses (ints past 64 bits, nesting past 254, lone surrogates) is
+# written by the standard library.
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 # No check for reference cycles there: a report is a tree that to_dict builds fresh.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"), check_circular=False)
