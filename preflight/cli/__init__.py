@@ -68,8 +68,11 @@ def main(ctx: click.Context) -> None:
     try:  # config files and PREFLIGHT_* become the subcommand's defaults; its options still win
         ctx.default_map = default_map(resolve())
     except ConfigError as exc:
-        from .common import fail_usage
-        fail_usage(str(exc))
+        from . import common
+        if ctx.invoked_subcommand == "nagios":  # the plugin's own trouble: UNKNOWN, exit 3
+            from .ops import _plugin_unknown
+            common.PLUGIN_REFUSAL = _plugin_unknown
+        common.fail_usage(str(exc))
 
 
 def _interrupted(signum, frame) -> None:  # noqa: ARG001

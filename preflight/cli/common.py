@@ -62,8 +62,15 @@ def writable_or_exit(**targets: str | None) -> None:
             fail_usage(f"--{option.replace('_', '-')} {path}: cannot write there: {why}")
 
 
+PLUGIN_REFUSAL: "Callable[[str], None] | None" = None
+"""Set by a command whose caller reads exit codes by another contract (`nagios`: the plugin
+guidelines' UNKNOWN, exit 3): how that command ends on a usage, inventory or internal error."""
+
+
 def say(message: str, code: int) -> None:
-    """One line on stderr, then exit with `code`."""
+    """One line on stderr, then exit with `code` (a monitoring plugin's refusal: its own line)."""
+    if PLUGIN_REFUSAL is not None and code in (EXIT_USAGE, EXIT_INTERNAL):
+        PLUGIN_REFUSAL(message)
     click.echo(f"preflight: {message}", err=True)
     sys.exit(code)
 

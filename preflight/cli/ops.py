@@ -134,7 +134,31 @@ def _say_drain(selected: dict, wanted) -> None:
 
 # ---------------------------------------------------------------- nagios
 
-@click.command("nagios")
+def _plugin_unknown(message: str) -> None:
+    """The plugin guidelines' answer to the plugin's own trouble: `UNKNOWN - reason` on stdout,
+    exit 3 (Nagios reads exit 2 as CRITICAL, a claim about the cluster)."""
+    from ..ops import nagios as nagios_mod
+
+    code, text = nagios_mod.unknown(message)
+    safe_echo(text + "\n")
+    sys.exit(code)
+
+
+class NagiosCommand(click.Command):
+    """Every refusal before the run (a bad option or value, `--checks ''`, a bad config file or
+    inventory) is UNKNOWN with exit 3, never click's usage exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        from . import common
+
+        common.PLUGIN_REFUSAL = _plugin_unknown
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:
+            _plugin_unknown(exc.format_message())
+
+
+@click.command("nagios", cls=NagiosCommand)
 @options.inventory_argument()
 @options.selection(checks_help=FAST_HELP, limit_help="Only these nodes.")
 @options.connection(forks=False)

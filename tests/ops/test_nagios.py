@@ -1,8 +1,11 @@
 """Nagios plugin output: exit codes by Nagios rules, one status line with perfdata, short."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 
+import pytest
 from click.testing import CliRunner
 
 from preflight.ops import nagios
@@ -60,3 +63,30 @@ def test_bad_inventory_is_unknown_one_line(tmp_path):
     r = CliRunner().invoke(main, ["nagios", str(tmp_path / "missing.yaml")])
     assert r.exit_code == 3
     assert r.output.startswith("PREFLIGHT UNKNOWN - ") and len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--checks", ""], ["--deadline", "abc"], ["--limit", ","],
+                                  ["--checks", "no.such"]])
+def test_bad_arguments_are_unknown_exit_3(tmp_path, args):
+    """Nagios reads exit 2 as CRITICAL (a claim about the cluster): the plugin's own trouble, bad
+    arguments included, must be `UNKNOWN - reason` on stdout and exit 3 (plugin guidelines)."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: n1, host: 127.0.0.1}\n")
+    r = subprocess.run(["preflight", "nagios", str(inv), *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert r.stdout.startswith("PREFLIGHT UNKNOWN - ") and len(r.stdout.strip().splitlines()) == 1
+
+
+def test_bad_config_file_is_unknown_exit_3(tmp_path):
+    cfg = tmp_path / "preflight" / "config.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("forks: [\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
+    r = subprocess.run(["preflight", "nagios", "x.yaml"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 3 and r.stdout.startswith("PREFLIGHT UNKNOWN - ") and "config.yaml:2" in r.stdout
+    # the other commands keep SPEC's usage exit
+    r = subprocess.run(["preflight", "run", "x.yaml"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 2 and r.stdout == ""
