@@ -76,7 +76,7 @@ def main(ctx: click.Context) -> None:
 
 
 def _interrupted(signum, frame) -> None:  # noqa: ARG001
-    """Ctrl-C outside a run (loading the inventory, say): exit 130 at once, not click's "Aborted!"
+    """Ctrl-C or SIGTERM outside a run (loading the inventory, say): exit 130 at once, not click's "Aborted!"
     and exit 1. A run installs its own handler (common.with_signals) that keeps the partial report."""
     from .common import force_exit_on_next_interrupt
 
@@ -92,6 +92,7 @@ def _interrupted(signum, frame) -> None:  # noqa: ARG001
 def entry() -> None:
     """Console-script entry: bugs exit 4 with one line (PREFLIGHT_DEBUG=1 shows the traceback)."""
     signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)  # SPEC §7: 130 for either, with the line, never a silent 143
     try:
         main(standalone_mode=True)
     except SystemExit:
