@@ -23,7 +23,7 @@ FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-ch
 @options.inventory_argument(required=False)
 @options.selection(checks_help=FAST_HELP,
                    limit_help='Only these nodes, e.g. --limit "$SLURM_JOB_NODELIST" (Slurm hostlist).')
-@options.output(formats=("table", "json", "jsonl", "junit", "markdown", "html"),
+@options.output(formats=("table", "json", "jsonl", "junit", "markdown", "html", "npd"),
                 quiet_help="Nothing on stdout (the exit code says it all).")
 @options.connection()
 @options.deadline(default=gate_mod.DEFAULT_DEADLINE,

@@ -83,4 +83,7 @@ def _render(report: "Report", fmt: str) -> str:
     if fmt == "markdown":
         from . import markdown
         return markdown.render(report)
+    if fmt == "npd":
+        from . import npd
+        return npd.render(report)
     raise ValueError(f"unknown report format {fmt!r}")

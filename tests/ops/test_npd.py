@@ -1,0 +1,76 @@
+"""node-problem-detector's custom plugin protocol: the example config in docs/ is run exactly as NPD
+runs a rule (kubernetes/node-problem-detector, pkg/custompluginmonitor/plugin/plugin.go: its path
+and args, the smaller of the rule's and the global timeout, at most 4 KiB of stdout, trimmed, cut
+to max_output_length, exit 0 OK / 1 NonOK / other Unknown), and the one line is held to that shape."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from preflight.model import NodeState, NodeStateKind, Report, Result, Status
+from preflight.report import npd, render
+
+CONFIG = Path(__file__).resolve().parents[2] / "docs/npd/preflight-plugin-monitor.json"
+NPD_STDOUT_CAP = 4 * 1024  # maxCustomPluginBufferBytes
+
+
+def seconds(text: str) -> float:
+    m = re.fullmatch(r"(\d+)s", text)
+    assert m, f"a duration NPD's config reads: {text}"
+    return float(m.group(1))
+
+
+def run_like_npd(rule: dict, plugin: dict) -> tuple[str, str]:
+    """(status, message) as NPD derives them from one run of the rule's command."""
+    path = rule["path"]
+    if path == "/usr/local/bin/preflight" and not Path(path).exists():  # installed elsewhere here
+        path = shutil.which("preflight")
+    timeout = min(seconds(rule.get("timeout", plugin["timeout"])), seconds(plugin["timeout"]))
+    try:
+        p = subprocess.run([path, *rule.get("args", [])], capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "Unknown", "timeout"
+    out = p.stdout[:NPD_STDOUT_CAP].decode(errors="replace").strip()[: plugin["max_output_length"]]
+    return {0: "OK", 1: "NonOK"}.get(p.returncode, "Unknown"), out
+
+
+def test_the_example_config_runs_as_npd_runs_it():
+    cfg = json.loads(CONFIG.read_text())
+    assert cfg["plugin"] == "custom" and cfg["pluginConfig"]["max_output_length"] == 80
+    conditions = {c["type"] for c in cfg["conditions"]}
+    [rule] = cfg["rules"]
+    assert rule["type"] == "permanent" and rule["condition"] in conditions
+    assert seconds(rule["timeout"]) > float(rule["args"][rule["args"].index("--deadline") + 1]), \
+        "the gate's deadline must end before NPD kills it"
+    status, message = run_like_npd(rule, cfg["pluginConfig"])
+    # this test machine has no NPU: the gate is not ready, and says why in one line
+    assert status == "NonOK", message
+    assert message.startswith("NOT READY: ") and "\n" not in message and len(message) <= 80
+
+
+def report(results, nodes=None, **kw) -> Report:
+    return Report(started_at="2026-12-04T00:00:00Z", finished_at="2026-12-04T00:00:01Z", inventory_path="inv.yaml",
+                  inventory_sha256="0" * 64, nodes=tuple(nodes or [NodeState("n1", "10.0.0.1")]),
+                  results=tuple(results), cluster="c", **kw)
+
+
+def test_the_line_by_verdict():
+    ok = report([Result("npu.health", "n1", Status.PASS, "8 chips OK")])
+    assert npd.line(ok) == "preflight ready: 1 checks passed" and ok.exit_code == 0
+    bad = report([Result("npu.health", "n1", Status.FAIL, "device 3 health Alarm, expected OK; " + "x" * 80),
+                  Result("hccn.link", "n1", Status.FAIL, "device 5 link DOWN")])
+    text = npd.line(bad)
+    assert text.startswith("NOT READY: npu.health device 3 health Alarm") and len(text) == 80
+    assert text.endswith("...")
+    down = report([], nodes=[NodeState("n1", "10.0.0.1", NodeStateKind.TIMEOUT, "no answer in 10 s")])
+    assert npd.line(down) == "could not tell: n1 timeout: no answer in 10 s" and down.exit_code == 3
+
+
+def test_node_text_cannot_break_the_line():
+    hostile = report([Result("gpu.idle", "n1", Status.FAIL, "pid 7 \x1b[31mevil\nsecond line\r\x07 holds 8 GiB")])
+    out = render(hostile, "npd")
+    assert out.count("\n") == 1 and "\x1b" not in out and "\r" not in out and "\x07" not in out
+    assert out == "NOT READY: gpu.idle pid 7 evil second line holds 8 GiB\n"
