@@ -119,7 +119,9 @@ def test_json_is_utf8_and_keeps_replacement_chars():
 
 # ---------------------------------------------------------------- JUnit
 
-def test_junit_golden():
+def test_junit_golden(monkeypatch):
+    from preflight.report import junit
+    monkeypatch.setattr(junit, "hostname", lambda: "controller")  # where preflight ran: not the golden's business
     golden("report.junit.xml", render(sample_report(), "junit"))
 
 
