@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from typing import Any, Mapping
 
 
 class Status(str, enum.Enum):
@@ -194,6 +194,7 @@ class Report:
     interrupted: bool = False
     run_id: str = ""  # unique per run (runner: uuid4), so every stored or shipped report is findable
     internal_errors: tuple[str, ...] = ()  # bugs met in node workers: exit 4, each also a result
+    config: Mapping[str, Any] | None = None  # what produced it (preflight.provenance.effective)
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.ERROR)}

@@ -192,6 +192,16 @@ def with_signals(runner: "Runner", body: "Callable[[], Report]") -> "Report":
                 signal.signal(s, h)
 
 
+def with_provenance(report: "Report", command: str, **options) -> "Report":
+    """The report with what produced it (preflight/provenance.py): the command, its options, the
+    checks that ran with their digests, the settings in force."""
+    from dataclasses import replace
+
+    from ..provenance import effective
+
+    return replace(report, config=effective(command, (r.check for r in report.results), options))
+
+
 def emit(report: "Report", fmt: str, output: str | None, quiet: bool) -> None:
     """The report to `output` (atomically, 0600; a .prom file 0644) or stdout; with `output` and a
     machine format, the checklist still goes to stdout unless quiet."""

@@ -12,6 +12,7 @@ from ..errors import InventoryError
 from ..ops import gate as gate_mod
 from . import options
 from .common import (EXIT_INTERNAL, EXIT_USAGE, emit, ids, process_origin, safe_echo, say, warn_shared_addresses,
+                     with_provenance,
                      with_signals, writable_or_exit)
 
 # ---------------------------------------------------------------- gate
@@ -75,7 +76,8 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
     except (InventoryError, SelectionError) as exc:
         say(str(exc), EXIT_USAGE)
     writable_or_exit(output=output, exclude_out=exclude_out, good_out=good_out)
-    report = _acknowledged(with_signals(runner, runner.run))
+    report = with_provenance(_acknowledged(with_signals(runner, runner.run)), "gate", checks=checks, skip=skip,
+                             limit=limit, forks=forks, deadline=deadline, strict=strict, local=local, need=need)
     code = report.exit_code
     try:
         if need is not None:

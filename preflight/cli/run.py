@@ -6,7 +6,7 @@ import sys
 import click
 
 from . import options
-from .common import (Progress, emit, fail_usage, ids, process_origin, warn_shared_addresses, with_signals,
+from .common import (Progress, emit, fail_usage, ids, process_origin, warn_shared_addresses, with_provenance, with_signals,
                      writable_or_exit)
 
 
@@ -68,7 +68,10 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     writable_or_exit(output=output, prom_output=prom_output)
     extras = RunExtras.start(history, sweep, prom_output, fmt, output)  # exits 2, 75 or 4 before any connection
     extras.keep_days = keep_days
-    report = extras.remember(with_signals(runner, runner.run), flap_window)
+    report = with_provenance(with_signals(runner, runner.run), "run", checks=checks, skip=skip, limit=limit,
+                             forks=forks, deadline=deadline, strict=strict, via=via, sweep=sweep,
+                             replay=replay)
+    report = extras.remember(report, flap_window)
     progress.clear()
     if recorder is not None:
         recorder.write()

@@ -15,7 +15,7 @@ RECORD_SCHEMA = "preflight.result/1"
 
 
 def to_dict(report: Report) -> dict[str, Any]:
-    return {
+    doc = {
         "schema": SCHEMA,
         "run_id": report.run_id,
         "tool_version": report.tool_version,
@@ -29,6 +29,9 @@ def to_dict(report: Report) -> dict[str, Any]:
         "results": [r.to_dict() for r in report.results],
         "summary": report.counts(),
     }
+    if report.config is not None:
+        doc["config"] = report.config
+    return doc
 
 
 # One compact line (pipe through `jq .` to read it), written by orjson: about five times faster than
