@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from . import nodeset, redact
+from . import inventory_ansible, inventory_ini, nodeset, redact
 from .container import RUNTIMES, Container
 from .errors import InventoryError  # defined there so config.py needs no YAML; importers use this name
-from .node import Node, parse_jump
+from .node import JumpHop, Node, parse_jump
 
 if TYPE_CHECKING:
     import paramiko
@@ -95,6 +95,9 @@ class Inventory:
     cluster: str | None = None
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     job: dict[str, Any] | None = None
+    fmt: str = "preflight"  # preflight | ansible-yaml | ansible-ini
+    # node name -> [(node key, variable, line)]: which Ansible variables set what (inventory show)
+    origins: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- YAML with line numbers
@@ -185,9 +188,19 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
+# An inventory is at most a few thousand nodes of a few dozen keys: a document whose aliases expand
+# to more YAML nodes than this is an alias bomb (847 bytes of `&a [*b, *b, ...]` grow exponentially).
+MAX_YAML_NODES = 1_000_000
+
+
 def _load_yaml(path: Path, text: str) -> Any:
+    loader = _Loader(text)
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        root = loader.get_single_node()  # composing is linear: an alias is one shared node here
+        if root is None:
+            return None
+        _bound_aliases(path, root)
+        return loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -195,6 +208,31 @@ def _load_yaml(path: Path, text: str) -> Any:
         raise InventoryError(f"{where}: {problem}") from None
     except yaml.YAMLError as exc:
         raise InventoryError(f"{path}: invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def _bound_aliases(path: Path, root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand past MAX_YAML_NODES, counted over the shared node
+    graph in linear time (each node's expanded size once), before anything walks the expansion."""
+    size: dict[int, int] = {}
+    visiting: set[int] = set()  # on the current path: a recursive alias counts as one value
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        kids = ([k for pair in node.value for k in pair] if isinstance(node, yaml.MappingNode) else
+                list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if children_done:
+            size[id(node)] = total = 1 + sum(size.get(id(k), 1) for k in kids)
+            if total > MAX_YAML_NODES:
+                raise InventoryError(f"{path}:{node.start_mark.line + 1}: YAML aliases here expand to more than "
+                                     f"{MAX_YAML_NODES:,} values (an alias bomb?); refusing to expand them")
+            continue
+        if id(node) in size or id(node) in visiting:
+            continue
+        visiting.add(id(node))
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in size and id(k) not in visiting)
 
 
 # ---------------------------------------------------------------- validation
@@ -208,7 +246,8 @@ class _Ctx:
         if isinstance(mapping, _Map):
             line = mapping.lines.get(key, mapping.line) if key else mapping.line
         where = f"{self.path}:{line}" if line else str(self.path)
-        return InventoryError(f"{where}: {key + ': ' if key else ''}{message}")
+        shown = getattr(mapping, "names", {}).get(key, key)  # an Ansible variable's own name (ansible_host)
+        return InventoryError(f"{where}: {shown + ': ' if shown else ''}{message}")
 
 
 def _check_settings(ctx: _Ctx, m: _Map, where: str, allowed: set[str] | None = None) -> dict[str, Any]:
@@ -269,11 +308,13 @@ def _ifname_problem(var: str, value: str) -> str | None:
 
 
 def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
+    if isinstance(value, str) and CONTROL_RE.search(value):  # a newline here would end a line of any file it reaches
+        raise ctx.fail(m, key, f"{_shown(value)} holds a control character (a newline?)")
     if key in ("env", "paths", "checks"):
         _raise_traps_deep(ctx, value)
     if key == "env":
         for k, v in value.items():
-            if not ENV_NAME_RE.match(k):
+            if not ENV_NAME_RE.fullmatch(k):
                 raise ctx.fail(value, k, "not a valid environment variable name")
             if isinstance(v, (dict, list)) or v is None:
                 raise ctx.fail(value, k, f"environment values are strings, got {redact.value(k, repr(v))}")
@@ -313,14 +354,14 @@ def _check_value(ctx: _Ctx, m: _Map, key: str, value: Any) -> Any:
         raise ctx.fail(m, key, f"{value} is out of range")
     if key == "container":
         return _container(ctx, m, value)
-    if key == "become_user" and not USER_RE.match(value):
+    if key == "become_user" and not USER_RE.fullmatch(value):
         raise ctx.fail(m, key, f"{value!r} is not a user name")
     if key == "proxy_jump":
         try:
             parse_jump(value)
         except ValueError as exc:
             raise ctx.fail(m, key, str(exc)) from None
-    if key == "host" and not HOST_RE.match(value.replace("[", "").replace("]", "").replace(",", "")):
+    if key == "host" and not HOST_RE.fullmatch(value.replace("[", "").replace("]", "").replace(",", "")):
         raise ctx.fail(m, key, f"{value!r} is not a host name or address")
     return value
 
@@ -444,6 +485,8 @@ def _check_top(ctx: _Ctx, doc: _Map, top: dict[str, Any]) -> None:
     _raise_traps_deep(ctx, top["job"])
     if top["cluster"] is not None and not isinstance(top["cluster"], str):
         raise ctx.fail(doc, "cluster", "expected a string")
+    if top["cluster"] is not None and CONTROL_RE.search(top["cluster"]):
+        raise ctx.fail(doc, "cluster", f"{_shown(top['cluster'])} holds a control character (a newline?)")
     if not isinstance(top["checks"], dict) or not all(isinstance(v, dict) for v in top["checks"].values()):
         raise ctx.fail(doc, "checks", "expected a mapping of check id to a mapping of parameters")
     _check_param_types(ctx, top["checks"])
@@ -469,123 +512,43 @@ def _check_job_value(ctx: _Ctx, job: _Map, k: str, v: Any) -> None:
         if not isinstance(v, dict):
             raise ctx.fail(job, k, "expected a mapping of HCCL_* variable names to values")
         for name, val in v.items():
-            if not name.startswith("HCCL_") or not ENV_NAME_RE.match(name):
+            if not name.startswith("HCCL_") or not ENV_NAME_RE.fullmatch(name):
                 raise ctx.fail(v, name, "job.hccl holds HCCL_* variables only")
             if isinstance(val, (dict, list)) or val is None or isinstance(val, bool):
                 raise ctx.fail(v, name, f"expected a number or a string, got {val!r}")
 
 
-@dataclass
-class _Group:
-    """One Ansible group, merged over every place it is defined."""
-
-    name: str
-    depth: int
-    priority: int = 1
-    settings: dict[str, Any] = field(default_factory=dict)
-    parents: set[str] = field(default_factory=set)
-
-
-def _ansible(ctx: _Ctx, doc: _Map) -> tuple[list[tuple[str, dict[str, Any], int]], dict[str, Any]]:
-    """Ansible's YAML inventory. A host may sit in several groups: its settings are merged the way
-    Ansible merges variables (docs.ansible.com, "Inventory: How variables are merged"; code:
-    ansible/inventory/helpers.py sort_groups, ansible/ansible PR #22580): `all` first, a parent
-    group before its children, groups at the same depth by `ansible_group_priority` (default 1,
-    higher wins) and then alphabetically (the later name wins); the host's own vars last."""
-    groups: dict[str, _Group] = {}
-    hosts_at: dict[str, list[tuple[str, dict[str, Any], _Map]]] = {}  # pattern -> (group, host vars, where)
-    seen_groups: set[int] = set()
-
-    def settings_of(vars_: Any, where: str) -> dict[str, Any]:
-        if vars_ is None:
-            return {}
-        if not isinstance(vars_, _Map):
-            raise ctx.fail(vars_, None, f"{where}: vars must be a mapping")
-        mapped = _Map({ANSIBLE_VARS.get(k, k): v for k, v in vars_.items()
-                       if k in ANSIBLE_VARS or k in NODE_KEYS})  # other vars belong to other tools
-        mapped.line, mapped.lines = vars_.line, {ANSIBLE_VARS.get(k, k): ln for k, ln in vars_.lines.items()}
-        mapped.traps = {ANSIBLE_VARS.get(k, k): t for k, t in vars_.traps.items() if k != ANSIBLE_BECOME}
-        out = _check_settings(ctx, mapped, where)
-        out.update(_ansible_become(vars_))
-        return out
-
-    def _ansible_become(vars_: _Map) -> dict[str, Any]:
-        """ansible_become (yes/true: the YAML boolean Ansible means) with ansible_become_method."""
-        if ANSIBLE_BECOME_METHOD in vars_:
-            method = vars_[ANSIBLE_BECOME_METHOD]
-            if method != "sudo":
-                raise ctx.fail(vars_, ANSIBLE_BECOME_METHOD, f"{method!r}: preflight becomes root with sudo only "
-                                                             f"(sudo -n, never a password prompt)")
-        if ANSIBLE_BECOME not in vars_:
-            return {}
-        flag = vars_[ANSIBLE_BECOME]
-        if isinstance(flag, str) and flag.lower() in ("true", "false", "yes", "no"):
-            flag = flag.lower() in ("true", "yes")
-        if not isinstance(flag, bool):
-            raise ctx.fail(vars_, ANSIBLE_BECOME, f"expected true or false, got {flag!r}")
-        return {"become": "sudo" if flag else "none"}
-
-    def priority_of(vars_: Any, name: str) -> int | None:
-        if not isinstance(vars_, _Map) or "ansible_group_priority" not in vars_:
-            return None
-        _raise_trap(ctx, vars_, "ansible_group_priority")
-        value = vars_["ansible_group_priority"]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ctx.fail(vars_, "ansible_group_priority", f"group {name}: expected an integer, got {value!r}")
-        return value
-
-    def walk(group: Any, name: str, depth: int, parent: str | None) -> None:
-        g = groups.setdefault(name, _Group(name, depth))
-        g.depth = max(g.depth, depth)
-        if parent:
-            g.parents.add(parent)
-        if group is None:
-            return
-        if not isinstance(group, _Map):
-            raise ctx.fail(group, None, f"group {name!r} must be a mapping with hosts/children/vars")
-        if id(group) in seen_groups:
-            return
-        seen_groups.add(id(group))
-        for key in group:
-            if key not in ("hosts", "children", "vars"):
-                raise ctx.fail(group, key, f"unknown key in Ansible group {name!r} (hosts, children, vars)")
-        g.settings = _merge(g.settings, settings_of(group.get("vars"), f"group {name} vars"))
-        g.priority = priority_of(group.get("vars"), name) or g.priority
-        hosts = group.get("hosts") or {}
-        if not isinstance(hosts, dict):
-            raise ctx.fail(group, "hosts", "hosts must be a mapping of host name to vars")
-        for host_name, host_vars in hosts.items():
-            hosts_at.setdefault(host_name, []).append((name, settings_of(host_vars, f"host {host_name}"), hosts))
-        children = group.get("children") or {}
-        if not isinstance(children, dict):
-            raise ctx.fail(group, "children", "children must be a mapping of group names")
-        for child, sub in children.items():
-            walk(sub, child, depth + 1, name)
-
-    def ancestry(name: str, out: set[str]) -> set[str]:
-        if name not in out:
-            out.add(name)
-            for p in groups[name].parents:
-                ancestry(p, out)
-        return out
-
-    walk(doc["all"], "all", 0, None)
+def _ansible(ctx: _Ctx, src: inventory_ansible.Source) -> tuple[list[tuple[str, dict[str, Any], int]],
+                                                             dict[str, list[tuple[str, str, int]]]]:
+    """Ansible's inventory (either format): each host's merged variables, the ones that mean a
+    preflight setting validated like preflight's own keys, errors naming the variable itself."""
     entries: list[tuple[str, dict[str, Any], int]] = []
-    for pattern, places in hosts_at.items():
-        member_of: set[str] = set()
-        for group_name, _, _ in places:
-            ancestry(group_name, member_of)
-        settings: dict[str, Any] = {}
-        for g in sorted((groups[n] for n in member_of), key=lambda g: (g.depth, g.priority, g.name)):
-            settings = _merge(settings, g.settings)
-        for _, host_settings, _ in places:
-            settings = _merge(settings, host_settings)
-        entries.extend(_expand(ctx, places[0][2], pattern, settings, key=pattern))
-    return entries, {"cluster": None, "checks": {}, "job": None}
+    origins: dict[str, list[tuple[str, str, int]]] = {}
+    for host in inventory_ansible.resolve(src):
+        got = inventory_ansible.settings(src, host, set(NODE_KEYS))
+        m = _Map({k: s.value for k, s in got.items()})
+        m.line, m.lines, m.traps = host.line, {k: s.line for k, s in got.items()}, {}
+        m.names = {k: s.var for k, s in got.items()}  # type: ignore[attr-defined]
+        settings = _check_settings(ctx, m, f"host {host.name}")
+        entries.extend(_expand(ctx, m, host.name, settings, key=""))
+        origins[host.name] = [(k, s.var, s.line) for k, s in got.items()]
+    return entries, origins
+
+
+def _is_ipv6(name: str) -> bool:
+    """An Ansible host may be named by its IPv6 address (fd00::1), colons and all."""
+    import ipaddress
+
+    try:
+        return isinstance(ipaddress.ip_address(name), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 def _expand(ctx: _Ctx, m: _Map, pattern: str, settings: dict[str, Any], key: str = "name"):
     """Expand ranges in name and host together: node[02-04] with 10.0.0.[2-4]."""
+    if CONTROL_RE.search(pattern):  # before expansion, which strips white space
+        raise ctx.fail(m, key, f"{_shown(pattern)} holds a control character (a newline?); not a node name")
     try:
         names = nodeset.expand(pattern)
         hosts = nodeset.expand(settings["host"]) if "host" in settings else names
@@ -597,7 +560,7 @@ def _expand(ctx: _Ctx, m: _Map, pattern: str, settings: dict[str, Any], key: str
         raise ctx.fail(m, key, f"{pattern} expands to {len(names)} names but its host to {len(hosts)}")
     line = m.lines.get(key, m.line) if isinstance(m, _Map) else 0
     for n in names:
-        if not NAME_RE.match(n):
+        if not NAME_RE.fullmatch(n) and not _is_ipv6(n):
             raise ctx.fail(m, key, f"{n!r} is not a valid node name (letters, digits, . _ -)")
     return [(n, {**settings, "host": h}, line) for n, h in zip(names, hosts)]
 
@@ -609,26 +572,60 @@ def _expand(ctx: _Ctx, m: _Map, pattern: str, settings: dict[str, Any], key: str
 STRICT_HOST_KEY_CHECKING = {"yes": "strict", "ask": "strict", "accept-new": "accept-new", "no": "off", "off": "off"}
 
 
-def _ssh_config(path: str | None) -> paramiko.SSHConfig | None:
+@dataclass(frozen=True)
+class _SSHConfig:
+    """The ssh_config in force and the file it came from, named in every message about it."""
+
+    path: str
+    config: paramiko.SSHConfig
+
+    def lookup(self, host: str) -> dict[str, Any]:
+        return self.config.lookup(host)
+
+
+def _ssh_config(path: str | None) -> _SSHConfig | None:
     p = Path(os.path.expanduser(path or "~/.ssh/config"))
     if not p.is_file():
         return None
     import paramiko  # here, not at import: commands that read no ssh config never load it (~0.1 s)
 
     try:
-        return paramiko.SSHConfig.from_path(str(p))
+        return _SSHConfig(str(p), paramiko.SSHConfig.from_path(str(p)))
     except Exception as exc:  # noqa: BLE001 - any parse problem is the user's file
         raise InventoryError(f"{p}: cannot read ssh config: {exc}") from None
 
 
-def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig | None) -> Node:
-    """Inventory > ~/.ssh/config > built-in defaults (docs/SPEC.md §2.1)."""
+def _jump_hops(spec: str, cfg: _SSHConfig | None, where: str) -> tuple[JumpHop, ...]:
+    """Each hop of a ProxyJump resolved as OpenSSH resolves it: the hop's name looked up in the
+    ssh_config in force (HostName, User, Port, IdentityFile); what the spec says itself wins."""
+    try:
+        hops = parse_jump(spec)
+    except ValueError as exc:
+        raise InventoryError(f"{where}: {exc}") from None
+    if cfg is None:
+        return hops
+    out = []
+    for hop in hops:
+        found = cfg.lookup(hop.host)
+        command = found.get("proxycommand")
+        if command and str(command).lower() != "none" and not found.get("proxyjump"):
+            raise InventoryError(f"{cfg.path}: ProxyCommand for jump host {hop.host} is not supported; "
+                                 f"use ProxyJump there")
+        port = hop.port if hop.port_given or not found.get("port") else int(found["port"])
+        key = found.get("identityfile", [None])[0]
+        out.append(JumpHop(hop.user or found.get("user"), found.get("hostname", hop.host), port,
+                           port_given=True, identity_file=os.path.expanduser(key) if key else None))
+    return tuple(out)
+
+
+def _node(name: str, s: dict[str, Any], line: int, cfg: _SSHConfig | None, where: str) -> Node:
+    """Inventory > ssh_config > built-in defaults (docs/SPEC.md §2.1)."""
     kw: dict[str, Any] = {NODE_KEYS[k][1]: v for k, v in s.items() if k != "host"}
     if kw.get("become") == "none":
         kw["become"] = None
     host = s["host"]
-    if ssh_cfg is not None:
-        found = ssh_cfg.lookup(host)
+    if cfg is not None:
+        found = cfg.lookup(host)
         if "user" not in kw and found.get("user"):
             kw["user"] = found["user"]
         if "port" not in kw and found.get("port"):
@@ -640,7 +637,7 @@ def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig |
             try:
                 parse_jump(jump)
             except ValueError as exc:
-                raise InventoryError(f"ssh config: ProxyJump for {host}: {exc}") from None
+                raise InventoryError(f"{cfg.path}: ProxyJump for {host}: {exc}") from None
             kw["proxy_jump"] = jump
         if "known_hosts" not in kw and found.get("userknownhostsfile"):
             kw["known_hosts"] = found["userknownhostsfile"].split()[0]
@@ -651,13 +648,75 @@ def _node(name: str, s: dict[str, Any], line: int, ssh_cfg: paramiko.SSHConfig |
             kw["identities_only"] = True
         command = found.get("proxycommand")
         if command and str(command).lower() != "none" and "proxy_jump" not in kw:
-            raise InventoryError(f"~/.ssh/config: ProxyCommand for {host} is not supported; "
+            raise InventoryError(f"{cfg.path}: ProxyCommand for {host} is not supported; "
                                  f"use ProxyJump or set proxy_jump in the inventory")
         host = found.get("hostname", host)
+    if kw.get("proxy_jump"):
+        kw["jump_hops"] = _jump_hops(kw["proxy_jump"], cfg, where)
     for k in ("identity_file", "known_hosts"):
         if kw.get(k):
             kw[k] = os.path.expanduser(kw[k])
     return Node(name=name, host=host, source_line=line, **kw)
+
+
+def _read(p: Path, text: str, ctx: _Ctx):
+    """Which format the file is, from its content (Ansible tries YAML, then INI, whatever the file's
+    name): -> (format, entries, top-level settings, origins)."""
+    yaml_error: InventoryError | None = None
+    try:
+        doc = _load_yaml(p, text)
+    except InventoryError as exc:
+        if "alias bomb" in str(exc):
+            raise
+        doc, yaml_error = None, exc
+    if isinstance(doc, _Map):
+        groups_only = all(v is None or isinstance(v, dict) for v in doc.values())  # Ansible: every key a group
+        if "nodes" in doc or ("all" not in doc and (not groups_only or any(k in TOP_KEYS for k in doc))):
+            return ("preflight", *_native(ctx, doc), {})
+        entries, origins = _ansible(ctx, inventory_ansible.from_yaml(str(p), doc))
+        return "ansible-yaml", entries, _NO_TOP, origins
+    if yaml_error is None and not text.strip():
+        raise InventoryError(f"{p}: empty file; expected preflight's inventory (nodes:) or an Ansible inventory")
+    try:
+        src = inventory_ini.read(str(p), text)
+    except InventoryError as ini_error:
+        if yaml_error is None:
+            shown = "a list" if isinstance(doc, list) else f"a {type(doc).__name__} ({_shown(str(doc))})"
+            raise InventoryError(f"{p}: neither an inventory in YAML (it reads as {shown}, not a mapping with "
+                                 f"nodes: or groups) nor in Ansible INI ({_after_path(p, ini_error)})") from None
+        # lead with INI when the file opens with a [section], else with the reading that got further
+        ini_first = _looks_ini(text) or _error_line(ini_error) > _error_line(yaml_error)
+        first, second = (ini_error, yaml_error) if ini_first else (yaml_error, ini_error)
+        label = "YAML" if first is yaml_error else "Ansible INI"
+        other = "Ansible INI" if first is yaml_error else "YAML"
+        raise InventoryError(f"{first} (read as {label}; as {other}: {_after_path(p, second)})") from None
+    entries, origins = _ansible(ctx, src)
+    return "ansible-ini", entries, _NO_TOP, origins
+
+
+_NO_TOP: dict[str, Any] = {"cluster": None, "checks": {}, "job": None}
+
+
+def _looks_ini(text: str) -> bool:
+    """The first line that is not blank or a comment is an INI [section] header."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line and line[0] not in "#;":
+            return line.startswith("[") and line.endswith("]")
+    return False
+
+
+def _error_line(exc: InventoryError) -> int:
+    m = re.match(r"^.*?:(\d+)(?::\d+)?: ", str(exc))
+    return int(m.group(1)) if m else 0
+
+
+def _after_path(p: Path, exc: InventoryError) -> str:
+    """`file:12: reason` -> `line 12: reason` (the file is named once already)."""
+    text = str(exc)
+    rest = text[len(str(p)) + 1:] if text.startswith(f"{p}:") else text
+    m = re.match(r"^(\d+)(?::\d+)?: (.*)$", rest)
+    return f"line {m.group(1)}: {m.group(2)}" if m else rest.lstrip(" ")
 
 
 def load(path: str | os.PathLike, limit: str | None = None, ssh_config: str | None = None) -> Inventory:
@@ -671,12 +730,8 @@ def load(path: str | os.PathLike, limit: str | None = None, ssh_config: str | No
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InventoryError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    doc = _load_yaml(p, text)
     ctx = _Ctx(p)
-    if not isinstance(doc, _Map):
-        raise InventoryError(f"{p}: expected a mapping with 'nodes' (or an Ansible 'all:' group), "
-                             f"got {type(doc).__name__ if doc is not None else 'an empty file'}")
-    entries, top = _ansible(ctx, doc) if "all" in doc and "nodes" not in doc else _native(ctx, doc)
+    fmt, entries, top, origins = _read(p, text, ctx)
     seen: dict[str, int] = {}
     for name, _, line in entries:
         if name in seen:
@@ -692,7 +747,8 @@ def load(path: str | os.PathLike, limit: str | None = None, ssh_config: str | No
         raise InventoryError(f"{p}: no nodes selected" + (f" by --limit {limit}" if limit else ""))
     cfg = _ssh_config(ssh_config)
     top_checks = {"checks": {k: dict(v) for k, v in top["checks"].items()}}
-    nodes = tuple(_node(n, _merge(top_checks, s), line, cfg) for n, s, line in entries)
+    nodes = tuple(_node(n, _merge(top_checks, s), line, cfg, f"{p}:{line}") for n, s, line in entries)
     return Inventory(path=str(p), sha256=hashlib.sha256(raw).hexdigest(), nodes=nodes,
                      cluster=top["cluster"], checks={k: dict(v) for k, v in top["checks"].items()},
-                     job=dict(top["job"]) if top["job"] else None)
+                     job=dict(top["job"]) if top["job"] else None, fmt=fmt,
+                     origins={n: o for n, o in origins.items() if n in {e[0] for e in entries}})

@@ -15,6 +15,8 @@ class JumpHop:
     user: str | None
     host: str
     port: int = 22
+    port_given: bool = field(default=False, compare=False)  # written in the spec (beats ssh_config's Port)
+    identity_file: str | None = None  # from ssh_config's IdentityFile for the hop; None: the node's
 
 
 def parse_jump(spec: str) -> tuple[JumpHop, ...]:
@@ -28,7 +30,7 @@ def parse_jump(spec: str) -> tuple[JumpHop, ...]:
         port = m["port"]
         if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
             raise ValueError(f"{part.strip()!r}: port {port!r} is not a number from 1 to 65535")
-        hops.append(JumpHop(m["user"], m["host"].strip("[]"), int(port) if port else 22))
+        hops.append(JumpHop(m["user"], m["host"].strip("[]"), int(port) if port else 22, port_given=bool(port)))
     return tuple(hops)
 
 
@@ -46,6 +48,7 @@ class Node:
     auth_timeout: float = 10.0
     probe_timeout: float = 60.0
     proxy_jump: str | None = None
+    jump_hops: tuple[JumpHop, ...] = ()  # proxy_jump's hops resolved through ssh_config at load
     become: str | None = None  # "sudo": probes that need root run under `sudo -n`; None: never
     become_user: str = "root"
     container: Container | None = None  # the job's container: job-side checks look inside it

@@ -29,6 +29,9 @@ def explain(check_id: str) -> None:
               + (f"\nParameters (inventory `checks: {{{info.id}: ...}}`):{params}\n" if params else ""))
 
 
+FORMATS = {"ansible-ini": "Ansible INI inventory", "ansible-yaml": "Ansible YAML inventory"}
+
+
 @click.group("inventory")
 def inventory_group() -> None:
     """Inspect an inventory."""
@@ -46,8 +49,15 @@ def inventory_show(inventory, limit, ssh_config) -> None:
     except InventoryError as exc:
         fail_usage(str(exc))
     lines = [f"# {inv.path}: {len(inv.nodes)} nodes" + (f", cluster {inv.cluster}" if inv.cluster else "")]
+    if inv.fmt != "preflight":
+        lines.append(f"# {FORMATS[inv.fmt]}: only Ansible's connection variables, preflight_* variables and the "
+                     f"Ascend deployer's npu_num are read; every other variable is left to other tools")
     for n in inv.nodes:
         lines.append(f"{n.name:<16} {n.user or '(current user)'}@{n.host}:{n.port}  devices={n.devices} "
                      f"backend={n.backend} host_key_policy={n.host_key_policy}"
+                     + (f" become={n.become}" if n.become else "")
                      + (f" proxy_jump={n.proxy_jump}" if n.proxy_jump else ""))
+        used = inv.origins.get(n.name)
+        if used:
+            lines.append("    " + ", ".join(f"{key} from {var} ({inv.path}:{line})" for key, var, line in used))
     safe_echo("\n".join(lines) + "\n")

@@ -224,7 +224,7 @@ ANSIBLE = """\
       vars:
         ansible_user: ops
         ansible_port: 2200
-        devices: 16
+        preflight_devices: 16
       children:
         npu:
           vars:
@@ -299,17 +299,17 @@ def test_ansible_host_in_two_groups_is_merged_by_ansible_precedence(tmp_path):
     later wins); the host's own vars over every group; a host listed twice is one node."""
     inv = inv_of(tmp_path, """\
         all:
-          vars: {ansible_user: base, ascend_home: /opt/all, probe_timeout: 10}
+          vars: {ansible_user: base, preflight_ascend_home: /opt/all, preflight_probe_timeout: 10}
           children:
             train:
-              vars: {ansible_port: 2201, ascend_home: /opt/train, python: /opt/train/python3}
+              vars: {ansible_port: 2201, preflight_ascend_home: /opt/train, ansible_python_interpreter: /opt/train/python3}
               children:
                 a3:
-                  vars: {ascend_home: /opt/a3}
+                  vars: {preflight_ascend_home: /opt/a3}
                   hosts:
                     n1: {ansible_host: 10.0.0.1}
             beta:
-              vars: {ansible_port: 2202, ansible_user: beta, devices: 16}
+              vars: {ansible_port: 2202, ansible_user: beta, npu_num: 16}
               hosts:
                 n1: {ansible_user: own}
                 n2: {ansible_host: 10.0.0.2}
@@ -779,9 +779,15 @@ def test_not_utf8(tmp_path):
     assert "UTF-8" in str(exc.value)
 
 
-@pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n", "42\n"])
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n"])
 def test_wrong_shape(tmp_path, text):
-    error_of(tmp_path, text)
+    msg = error_of(tmp_path, text)
+    assert "YAML" in msg and "INI" in msg and "line 1" in msg, msg
+
+
+def test_a_bare_name_is_an_ini_inventory_as_ansible_reads_it(tmp_path):
+    """`42` is no YAML inventory (a number) but a valid Ansible INI one: host 42 in ungrouped."""
+    assert [(n.name, n.host) for n in inv_of(tmp_path, "42\n").nodes] == [("42", "42")]
 
 
 def test_node_entry_not_a_mapping(tmp_path):
