@@ -19,7 +19,7 @@ from pathlib import Path
 import paramiko
 
 from ..model import CommandOutput, NodeStateKind
-from ..node import Node, parse_jump
+from ..node import JumpHop, Node, parse_jump
 from . import ConnectError
 from .batch import ProbeSpec, remote_command
 from .hostkeys import HostKeyRejected, KnownHosts
@@ -216,7 +216,7 @@ class SSHSession:
 class SSHTransport:
     def __init__(self) -> None:
         self.keys = KeyStore()
-        self._jumps: dict[str, SSHSession] = {}
+        self._jumps: dict[tuple[JumpHop, ...], SSHSession] = {}
         self._jump_lock = threading.Lock()
         self._sessions: list[SSHSession] = []
         self._handshaking: set[paramiko.Transport] = set()
@@ -272,32 +272,41 @@ class SSHTransport:
         raise AssertionError("unreachable")
 
     def _via_jump(self, node: Node):
-        """One ProxyJump hop: a direct-tcpip channel through a shared connection to the jump host."""
+        """ProxyJump as OpenSSH does it: a connection to the first hop, each further hop reached by a
+        direct-tcpip channel through the one before, the node through the last. Each prefix of the
+        chain is one shared connection (128 nodes behind one bastion: one connection to it)."""
         spec = node.proxy_jump or ""
-        hops = parse_jump(spec)  # validated at load: a ValueError here is a bug, reported as one
-        if len(hops) > 1:
-            raise ConnectError(NodeStateKind.UNREACHABLE,
-                               f"ProxyJump {spec!r}: only one jump host is supported; refusing to connect directly")
-        hop = hops[0]
-        host = hop.host
-        with self._jump_lock:
-            jump = self._jumps.get(spec)
-            if jump is None or not jump.transport.is_active():
-                jnode = Node(name=f"jump {host}", host=host, port=hop.port, user=hop.user or node.user,
-                             identity_file=node.identity_file, known_hosts=node.known_hosts,
-                             host_key_policy=node.host_key_policy, connect_timeout=node.connect_timeout,
-                             banner_timeout=node.banner_timeout, auth_timeout=node.auth_timeout)
-                try:
-                    jump = self._handshake(jnode, self._socket(jnode, threading.Event()), host)
-                except ConnectError as exc:
-                    raise ConnectError(NodeStateKind.UNREACHABLE, f"jump host {spec}: {exc.reason}") from None
-                self._jumps[spec] = jump
+        hops = node.jump_hops or parse_jump(spec)  # validated at load: a ValueError here is a bug
+        prev: SSHSession | None = None
+        for i, hop in enumerate(hops):
+            key = hops[: i + 1]
+            with self._jump_lock:
+                jump = self._jumps.get(key)
+                if jump is None or not jump.transport.is_active():
+                    jnode = Node(name=f"jump {hop.host}", host=hop.host, port=hop.port, user=hop.user or node.user,
+                                 identity_file=hop.identity_file or node.identity_file, known_hosts=node.known_hosts,
+                                 host_key_policy=node.host_key_policy, connect_timeout=node.connect_timeout,
+                                 banner_timeout=node.banner_timeout, auth_timeout=node.auth_timeout)
+                    try:
+                        sock = (self._socket(jnode, threading.Event()) if prev is None else
+                                self._channel(prev, hop.host, hop.port, node, spec))
+                        jump = self._handshake(jnode, sock, hop.host)
+                    except ConnectError as exc:
+                        which = spec if len(hops) == 1 else f"{hop.host} (hop {i + 1} of {spec})"
+                        raise ConnectError(NodeStateKind.UNREACHABLE, f"jump host {which}: {exc.reason}") from None
+                    self._jumps[key] = jump
+            prev = jump
+        assert prev is not None, "parse_jump returns at least one hop"
+        return self._channel(prev, node.host, node.port, node, spec)
+
+    @staticmethod
+    def _channel(via: SSHSession, host: str, port: int, node: Node, spec: str):
         try:
-            return jump.transport.open_channel("direct-tcpip", (node.host, node.port), ("127.0.0.1", 0),
-                                               timeout=node.connect_timeout)
+            return via.transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0),
+                                              timeout=node.connect_timeout)
         except (paramiko.SSHException, OSError) as exc:
             raise ConnectError(NodeStateKind.UNREACHABLE,
-                               f"via jump host {spec}: cannot reach {node.host}:{node.port}: {exc}") from None
+                               f"via jump host {spec}: cannot reach {host}:{port}: {exc}") from None
 
     # -- SSH
     def _handshake(self, node: Node, sock, host: str) -> SSHSession:

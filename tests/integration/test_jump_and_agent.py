@@ -1,4 +1,4 @@
-"""ProxyJump (one hop) and ssh-agent keys, against real sshd nodes.
+"""ProxyJump (one hop, two hops, aliases from ssh_config) and ssh-agent keys, against real sshd nodes.
 
 node01 is the jump host of node02 and node03; the control host reaches them only through it when
 the inventory (or ~/.ssh/config) says so. A dead jump host makes every node behind it unreachable,
@@ -91,11 +91,45 @@ def test_dead_jump_host_names_itself_for_every_node_behind_it(sim_cluster, tmp_p
         assert st[n][0] is NodeStateKind.UNREACHABLE and f"jump host root@{jump}:2222" in st[n][1] and "refused" in st[n][1]
 
 
-def test_multi_hop_proxyjump_is_refused_loudly(sim_cluster, tmp_path):
+@pytest.fixture
+def chain(sim_cluster):
+    """node03 accepts SSH from node02 only, node02 from node01 only: a two-hop chain."""
     a, b = sim_cluster.node("node01").host, sim_cluster.node("node02").host
-    path = inventory(sim_cluster, tmp_path, {"node03": {"proxy_jump": f"root@{a},root@{b}"}})
+    rules = {"node02": f"INPUT -p tcp --dport 22 ! -s {a} -j DROP", "node03": f"INPUT -p tcp --dport 22 ! -s {b} -j DROP"}
+    for n, rule in rules.items():
+        sim_cluster.exec(n, f"iptables -I {rule}")
+    try:
+        yield a, b
+    finally:
+        for n, rule in rules.items():
+            sim_cluster.exec(n, f"iptables -D {rule}")
+
+
+def test_multi_hop_proxyjump_is_honoured(sim_cluster, tmp_path, chain):
+    """`ProxyJump a,b` as OpenSSH: node03 through node01 then node02 (paramiko channels chained)."""
+    a, b = chain
+    path = inventory(sim_cluster, tmp_path, {"node02": {"proxy_jump": f"root@{a}"},
+                                             "node03": {"proxy_jump": f"root@{a},root@{b}"}})
     st = states(run(path))
-    assert st["node03"][0] is NodeStateKind.UNREACHABLE and "only one jump host" in st["node03"][1]
+    assert all(s is NodeStateKind.OK for s, _ in st.values()), st
+
+
+def test_jump_alias_resolved_through_the_ssh_config_in_force(sim_cluster, tmp_path, chain):
+    """`ProxyJump first,second`: each alias's HostName, User and Port come from the given ssh_config."""
+    a, b = chain
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host first\n    HostName {a}\n    User root\n    Port 22\n"
+                   f"Host second\n    HostName {b}\n    User root\n")
+    path = inventory(sim_cluster, tmp_path, {"node03": {"proxy_jump": "first,second"}},
+                     defaults={"connect_timeout": 2})
+    inv = load(path, ssh_config=str(cfg))
+    assert [(h.host, h.user) for h in by_name(inv)["node03"].jump_hops] == [(a, "root"), (b, "root")]
+    st = states(run(path, ssh_config=str(cfg)))
+    assert st["node03"][0] is NodeStateKind.OK, st
+
+
+def by_name(inv):
+    return {n.name: n for n in inv.nodes}
 
 
 @pytest.fixture
