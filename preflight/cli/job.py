@@ -87,35 +87,78 @@ def env_cmd(inventory, limit, fmt, out_dir, output, forks, ssh_config, deadline)
 @options.inventory_argument()
 @click.option("--limit", help="Only these inventory nodes.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="preflight-fix", show_default=True,
-              help="Where NODE.fix.sh and NODE.rollback.sh are written (0600).")
+              help="Where NODE.fix.sh, NODE.rollback.sh and NODE.plan.json are written (0600, the directory "
+                   "0700 and yours alone).")
 @click.option("--apply", "apply_", is_flag=True, help="Run the fix scripts on their nodes, then run the checks again.")
-@click.option("--rollback", "rollback", is_flag=True, help="Run the rollback scripts in --out-dir on their nodes.")
+@click.option("--rollback", "rollback", is_flag=True,
+              help="Undo, on each node, the steps its recorded plan in --out-dir says applied.")
 @options.connection()
 def fix_cmd(inventory, limit, out_dir, apply_, rollback, forks, ssh_config):
     """Per-node scripts that fix what env.comm and net.ports found (dry run unless --apply)."""
-    from ..job import fix as fixmod
-    from ..job.remote import run_each
-    from ..runner import Runner, Options
-    from ..transport import factory
-    from ..checks import env_comm, net_ports
+    from ..job import fixplan
 
     if apply_ and rollback:
         fail_usage("--apply and --rollback exclude each other")
     inv = _load(inventory, limit, ssh_config)
+    try:
+        fixplan.ensure_dir(out_dir)
+        if rollback:
+            _rollback(inv, out_dir, forks)
+        _plan_and_apply(inv, inventory, ssh_config, out_dir, apply_, forks)
+    except fixplan.Untrusted as exc:
+        say(str(exc), EXIT_REFUSED)
+
+
+def _rollback(inv, out_dir: str, forks: int) -> None:
+    """Each node's recorded plan: its rollback script (digest as recorded) for the steps that applied."""
+    from ..checkapi import Probe, seq, sh
+    from ..job import fix as fixmod, fixplan
+    from ..job.remote import run_each
+    from ..transport import factory
+
+    todo, records, found = {}, {}, 0
+    for node in inv.nodes:
+        rec = fixplan.load(out_dir, node.name)
+        if rec is None:
+            continue
+        found += 1
+        if not rec.applied:
+            click.echo(f"{node.name}: nothing to roll back (no step of its fix applied)")
+            continue
+        script = fixplan.verified_rollback(out_dir, rec)
+        records[node.name] = rec
+        todo[node.name] = (node, Probe(seq([sh("set -- {steps}", steps=[str(i) for i in rec.applied]), script], "\n"),
+                                       None, rec.needs_root(rec.applied)))
+    if not found:
+        fail_usage(f"no NODE.plan.json in {out_dir}: nothing preflight planned there")
+    outs = run_each(factory.make_transport(), todo, forks=forks)
+    for name, out in outs.items():
+        rec = records[name]
+        undone = set(fixmod.applied_steps(out.stdout))
+        rec.applied = [i for i in rec.applied if i not in undone]
+        fixplan.save(out_dir, rec)
+    sys.exit(EXIT_REFUSED if _report_runs(outs, "rollback") else 0)
+
+
+def _shared_files(inventory: str, ssh_config: str | None) -> dict[str, tuple[str, ...]]:
+    """env file path -> every node of the whole inventory (not only --limit's) that lists it."""
+    full = _load(inventory, None, ssh_config)
+    out: dict[str, list[str]] = {}
+    for n in full.nodes:
+        for p in n.env_files:
+            out.setdefault(p, []).append(n.name)
+    return {p: tuple(names) for p, names in out.items()}
+
+
+def _plan_and_apply(inv, inventory: str, ssh_config: str | None, out_dir: str, apply_: bool, forks: int) -> None:
+    from ..checkapi import Probe, cmd
+    from ..checks import env_comm, net_ports
+    from ..job import fix as fixmod, fixplan
+    from ..job.remote import run_each
+    from ..runner import Options, Runner
+    from ..transport import factory
+
     by_name = {n.name: n for n in inv.nodes}
-    if rollback:
-        scripts = {n: os.path.join(out_dir, f"{n}.rollback.sh") for n in by_name}
-        todo = {}
-        for name, path in scripts.items():
-            if os.path.isfile(path):
-                with open(path, encoding="utf-8") as fh:
-                    text = fh.read()
-                todo[name] = (by_name[name], fixmod.wrapped(text, by_name[name], "sysctl" in text))
-        if not todo:
-            fail_usage(f"no NODE.rollback.sh in {out_dir}")
-        outs = run_each(factory.make_transport(), todo, forks=forks)
-        failed = _report_runs(outs, "rollback")
-        sys.exit(EXIT_REFUSED if failed else 0)
     checks = [env_comm.ID, net_ports.ID]
     runner = Runner(inv, factory.make_transport(), Options(checks=checks, forks=forks))
     report = runner.run()
@@ -123,14 +166,17 @@ def fix_cmd(inventory, limit, out_dir, apply_, rollback, forks, ssh_config):
                       and r.status.value in ("fail", "warn")})
     facts = {n: runner.runs[n].facts for n in flagged}
     readable = [n for n in flagged if isinstance(facts[n].get(env_comm.ID), env_comm.Facts)]
-    reads = run_each(factory.make_transport(), {n: (by_name[n], fixmod.read_command(list(by_name[n].env_files)))
+    reads = run_each(factory.make_transport(), {n: (by_name[n], cmd(fixmod.read_command(list(by_name[n].env_files))))
                                                 for n in readable}, forks=forks)
+    shared = _shared_files(inventory, ssh_config)
     plans = []
     for n in readable:
         ports = facts[n].get(net_ports.ID)
-        files = fixmod.parse_read(reads[n].stdout) if reads[n].ok else {}
+        files = fixmod.parse_read(reads[n].stdout, list(by_name[n].env_files)) if reads[n].ok else {}
+        others = {p: tuple(x for x in names if x != n) for p, names in shared.items()}
         plans.append(fixmod.plan_node(by_name[n], facts[n][env_comm.ID],
-                                      ports if isinstance(ports, net_ports.Facts) else None, files))
+                                      ports if isinstance(ports, net_ports.Facts) else None, files,
+                                      {p: o for p, o in others.items() if o}))
     for n in flagged:
         if n not in readable:
             click.echo(f"{n}: env.comm could not read the node: nothing planned", err=True)
@@ -138,14 +184,20 @@ def fix_cmd(inventory, limit, out_dir, apply_, rollback, forks, ssh_config):
     if not plans:
         click.echo("preflight: nothing to fix (env.comm and net.ports found nothing they can correct)")
         return
-    os.makedirs(out_dir, mode=0o700, exist_ok=True)
+    records = {}
     for p in plans:
         for m in p.manual:
             click.echo(f"{p.node}: manual: {m}")
         if not p.steps:
             continue
-        _write(os.path.join(out_dir, f"{p.node}.fix.sh"), p.script())
-        _write(os.path.join(out_dir, f"{p.node}.rollback.sh"), p.script(rollback=True))
+        earlier = fixplan.load(out_dir, p.node)
+        if earlier is not None and earlier.applied:
+            say(f"{p.node}: {out_dir} holds its earlier fix, applied and not rolled back: roll it back first "
+                "(--rollback) or give another --out-dir", EXIT_REFUSED)
+        try:
+            records[p.node] = fixplan.write(out_dir, p)
+        except OSError as exc:
+            say(f"cannot write the plan of {p.node} in {out_dir}: {exc.strerror}", EXIT_INTERNAL)
         for s in p.steps:
             click.echo(f"{p.node}: {s.what}")
     with_steps = [p for p in plans if p.steps]
@@ -153,8 +205,11 @@ def fix_cmd(inventory, limit, out_dir, apply_, rollback, forks, ssh_config):
                f"({'applying' if apply_ else 'dry run: --apply runs them, --rollback undoes them'})")
     if not apply_:
         return
-    outs = run_each(factory.make_transport(), {p.node: (by_name[p.node], fixmod.wrapped(p.script(), by_name[p.node], p.needs_root))
+    outs = run_each(factory.make_transport(), {p.node: (by_name[p.node], Probe(p.script(), None, p.needs_root))
                                                for p in with_steps}, forks=forks)
+    for name, out in outs.items():  # what completed is recorded before anything else: a rollback undoes only that
+        records[name].applied = fixmod.applied_steps(out.stdout)
+        fixplan.save(out_dir, records[name])
     if _report_runs(outs, "fix"):
         sys.exit(EXIT_REFUSED)
     again = Runner(inv, factory.make_transport(), Options(checks=checks, forks=forks)).run()

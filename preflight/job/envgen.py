@@ -71,10 +71,12 @@ class NodeEnv:
         return head + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.env.items())
 
     def torchrun(self, entry: str | None) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return (f"env {env} torchrun --nnodes={self.env['NNODES']} --node_rank={self.rank} "
-                f"--nproc_per_node={self.nproc_per_node} --master_addr={self.env['MASTER_ADDR']} "
-                f"--master_port={self.env['MASTER_PORT']} {shlex.quote(entry) if entry else '$TRAIN_SCRIPT'}")
+        """The launch line: every value one quoted word (an address or entry from a node or the
+        inventory is data the operator pastes into a shell)."""
+        words = ["env", *(f"{k}={v}" for k, v in self.env.items()), "torchrun", f"--nnodes={self.env['NNODES']}",
+                 f"--node_rank={self.rank}", f"--nproc_per_node={self.nproc_per_node}",
+                 f"--master_addr={self.env['MASTER_ADDR']}", f"--master_port={self.env['MASTER_PORT']}"]
+        return shlex.join(words) + " " + (shlex.quote(entry) if entry else '"$TRAIN_SCRIPT"')
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "host": self.host, "rank": self.rank, "backend": self.backend,

@@ -54,3 +54,20 @@ def test_nccl_ib_hca_names_the_infiniband_ports_found_up():
     assert up and len(up) < len(ports)  # the sample has ports down: they must be left out
     assert envgen.ib_hca(facts) == "=" + ",".join(up)
     assert envgen.ib_hca(None) is None and envgen.ib_hca(ib_link.Facts("none")) is None
+
+
+@pytest.mark.parametrize("trap", ["$(touch {M})", "`touch {M}`", "; touch {M}; ", "' ; touch {M}; '", "\ntouch {M}\n"])
+def test_the_printed_torchrun_line_keeps_every_value_one_word(tmp_path, trap):
+    """The operator pastes it into a shell: a node's address, an HCCL value or the entry with shell
+    syntax in it stays one word (run here in a real sh, with printf in env's place)."""
+    import subprocess
+    marker = tmp_path / "M"
+    t = trap.replace("{M}", str(marker))
+    e = envgen.NodeEnv("n1", "h", 0, "ascend", {"MASTER_ADDR": f"10.0.0.1{t}", "MASTER_PORT": "29500", "NNODES": "2",
+                                                "HCCL_IF_IP": t}, nproc_per_node=8)
+    line = e.torchrun(f"/train{t}.py")
+    out = subprocess.run(["sh", "-c", "printf '%s\\0' " + line.removeprefix("env ")], capture_output=True, text=True)
+    words = out.stdout.split("\0")[:-1]
+    assert not marker.exists()
+    assert f"MASTER_ADDR=10.0.0.1{t}" in words and f"HCCL_IF_IP={t}" in words
+    assert f"--master_addr=10.0.0.1{t}" in words and words[-1] == f"/train{t}.py"

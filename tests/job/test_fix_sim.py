@@ -45,7 +45,7 @@ def test_dry_run_apply_recheck_and_rollback(broken_node04, tmp_path):
     out = tmp_path / "fix"
     dry = pf("fix", str(inv), "--out-dir", str(out))
     assert dry.returncode == 0, dry.stderr
-    assert sorted(os.listdir(out)) == ["node04.fix.sh", "node04.rollback.sh"]
+    assert sorted(os.listdir(out)) == ["node04.fix.sh", "node04.plan.json", "node04.rollback.sh"]
     assert f"node04: {ENV_FILE}: GLOO_SOCKET_IFNAME=eth0" in dry.stdout
     assert node_bytes(c, "node04", ENV_FILE) == ORIGINAL  # a dry run touches nothing
 
@@ -84,10 +84,46 @@ def test_reserves_hccl_ports_and_rolls_back(job_cluster, tmp_path):
         assert res.returncode == 0, res.stdout + res.stderr
         assert "node02: reserve HCCL's host ports 60000-60015" in res.stdout
         assert "60000-60015" in c.exec("node02", "cat /proc/sys/net/ipv4/ip_local_reserved_ports").stdout
-        assert sorted(os.listdir(out)) == ["node02.fix.sh", "node02.rollback.sh"]  # --limit: node02 only
+        assert sorted(os.listdir(out)) == ["node02.fix.sh", "node02.plan.json", "node02.rollback.sh"]  # --limit: node02 only
     finally:
         back = pf("fix", str(inv), "--limit", "node02", "--out-dir", str(out), "--rollback")
         restored = c.exec("node02", "cat /proc/sys/net/ipv4/ip_local_reserved_ports").stdout
         c.exec("node02", f"echo {tuned.strip()} > /proc/sys/net/ipv4/ip_local_reserved_ports")
     assert back.returncode == 0, back.stderr
     assert restored == before
+
+
+def test_rollback_runs_only_what_preflight_recorded(broken_node04, tmp_path):
+    """A dry run applied nothing: its rollback runs nothing. An edited rollback script, a directory
+    others can write, or a script another user owns is refused before anything reaches the node."""
+    c, inv = broken_node04
+    out = tmp_path / "fix"
+    assert pf("fix", str(inv), "--out-dir", str(out)).returncode == 0
+    c.exec("node04", f"echo 'export EXTRA=1' >> {ENV_FILE}")  # the old code ran the rollback: "changed since read"
+    back = pf("fix", str(inv), "--out-dir", str(out), "--rollback")
+    assert back.returncode == 0 and "node04: nothing to roll back (no step of its fix applied)" in back.stdout, back.stderr
+    c.exec("node04", f"printf '%s' {base64.b64encode(ORIGINAL).decode()} | base64 -d > {ENV_FILE}")
+
+    applied = pf("fix", str(inv), "--out-dir", str(out), "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    script = out / "node04.rollback.sh"
+    good = script.read_bytes()
+    script.write_bytes(good + b"touch /tmp/planted\n")
+    edited = pf("fix", str(inv), "--out-dir", str(out), "--rollback")
+    assert edited.returncode == 1 and "recorded when the plan was made: refused" in edited.stderr
+    script.write_bytes(good)
+    os.chown(script, 65534, 65534)
+    foreign = pf("fix", str(inv), "--out-dir", str(out), "--rollback")
+    assert foreign.returncode == 1 and "owned by uid 65534" in foreign.stderr
+    os.chown(script, os.geteuid(), os.getegid())
+    out.chmod(0o777)
+    open_dir = pf("fix", str(inv), "--out-dir", str(out), "--rollback")
+    assert open_dir.returncode == 1 and "writable by group or others" in open_dir.stderr
+    out.chmod(0o700)
+    assert c.exec("node04", "test -e /tmp/planted").returncode != 0
+    assert node_bytes(c, "node04", ENV_FILE) != ORIGINAL  # nothing above rolled back
+    back = pf("fix", str(inv), "--out-dir", str(out), "--rollback")
+    assert back.returncode == 0, back.stderr
+    assert node_bytes(c, "node04", ENV_FILE) == ORIGINAL
+    again = pf("fix", str(inv), "--out-dir", str(out), "--rollback")  # the record says nothing applied now
+    assert again.returncode == 0 and "nothing to roll back" in again.stdout
