@@ -36,6 +36,19 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
   at once, each with its own port. A failing pair is blamed by the same side rules; then each of
   its ends is re-paired with a node of a passing pair (a second planned round, PLAN_ROUNDS), which
   names the bad node when neither side's error does.
+- `mode: all`: one all-reduce across every selected node (one backend), one rank per node
+  (`ranks_per_node: devices`: one per NPU/GPU, each seeing only its own device through
+  ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES), every element of the result checked exactly
+  (rank r contributes (r+1)(1 + i mod 4) in fp32). When it fails, hangs or is slow, adaptive group
+  testing finds the culprits (preflight/smoke/isolate.py, docs/ISOLATION.md): the suspects are
+  split into groups run in parallel, failing groups split again, each suspect confirmed beside
+  nodes already proven good; slow = busbw under the round's median by more than `slow_fraction`
+  (0.3), or under `min_busbw_gbps`. One bad node among N is named in at most ceil(log2 N) + 2
+  rounds. Each culprit gets a fail row with its evidence (the groups it was in, wrong sum / hang /
+  slow with measured and expected busbw, the proven-good nodes beside it); a node whose rank
+  cannot start (no torch, a taken port) is blamed without a collective; the cluster row lists the
+  proven-good nodes. A whole selection that passed is surveyed once in up to four groups (slowness
+  needs peers). `fanout` (2), `max_rounds` (12), `budget_s` (1800) bound the isolation.
 
 Why it matters: the last word before a launch. A collective that completes between two nodes with
 the job's own environment separates fabric and environment problems from model code
@@ -61,7 +74,7 @@ from preflight.ascend import hccl_errors
 from preflight.checkapi import (ClusterContext, CommandOutput, Finding, Metric, Probe, Shell, Status, cmd, first_line, passed,
                                 seq, sh, skipped)
 from preflight.model import worst
-from preflight.smoke import worker_source
+from preflight.smoke import isolate, worker_source
 
 ID = "smoke.allreduce"
 SCOPE = "cluster"
@@ -71,7 +84,7 @@ WHERE = "job"
 DISRUPTIVE = True
 TREND_METRIC = ("busbw", False)
 COST = "heavy"
-PLAN_ROUNDS = 2  # round 2: the ends of failing pairs re-paired with known-good nodes
+PLAN_ROUNDS = 24  # pairs: 2 (the ends of failing pairs re-paired); all: the isolation's rounds (max_rounds bounds them)
 USES = ("env.comm", "net.ports")
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
@@ -80,7 +93,7 @@ ACTIONS = (
 )
 DEFAULTS: dict[str, Any] = {
     "nodes": None,  # [rank0, rank1] (pair) or the selection (pairs); default: picked from the reachable nodes
-    "mode": "pair",  # pair | pairs
+    "mode": "pair",  # pair | pairs | all
     "backend": "auto",  # auto | hccl | nccl | gloo
     "port": None,  # the rendezvous port; default: the first free one of port_range on rank 0
     "port_range": "29400-29499",
@@ -93,6 +106,12 @@ DEFAULTS: dict[str, Any] = {
     "min_busbw_gbps": None,
     "below_min": "warn",  # warn | fail
     "device": 0,  # device index for hccl/nccl inside the launch environment's visible devices
+    # mode all: one collective over every selected node, then isolation (preflight/smoke/isolate.py)
+    "ranks_per_node": 1,  # 1, or "devices": one rank per NPU/GPU (ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)
+    "slow_fraction": 0.3,  # slow: busbw under the round's median by more than this; null: no relative rule, no survey
+    "fanout": 2,  # parts a failing group is split into per isolation round
+    "max_rounds": 12,  # rounds of mode all, the whole collective included
+    "budget_s": 1800,  # no new round starts once the rounds so far and the next one's timeout would pass this
 }
 SEP = "|"
 PREFIX = "smoke"
@@ -210,7 +229,8 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _json_line(stdout: str) -> dict[str, Any] | None:
+def _json_line(stdout: str, rank: int | None = None) -> dict[str, Any] | None:
+    """The worker's result line (the given rank's, where a probe ran several)."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -218,7 +238,7 @@ def _json_line(stdout: str) -> dict[str, Any] | None:
                 rec = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(rec, dict) and rec.get(MARK):
+            if isinstance(rec, dict) and rec.get(MARK) and (rank is None or rec.get("rank") in (rank, None)):
                 return rec
     return None
 
@@ -240,7 +260,7 @@ def parse_rank(node: str, rank: int, out: CommandOutput | None) -> RankResult:
     """One rank's probe output -> RankResult. Pure: works on recorded outputs."""
     if out is None:
         return RankResult(node, rank, False, error="the rank's probe did not run", diagnosis=MISSING)
-    rec = _json_line(out.stdout)
+    rec = _json_line(out.stdout, rank)
     if rec is not None:
         if rec.get("ok") and rec.get("sum_ok"):
             return RankResult(node, rank, True, rec, phase=rec.get("phase"))
@@ -323,7 +343,7 @@ def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
     """(selected nodes, problem). pair mode: exactly two; pairs mode: every selected node. A node that
     shares its address with an earlier one is left out (same_machine)."""
     p = ctx.params
-    pairs = p.get("mode") == "pairs"
+    pairs = p.get("mode") in ("pairs", "all")
     wanted = p.get("nodes")
     if wanted:
         wanted = [str(x) for x in ([wanted] if isinstance(wanted, str) else wanted)]
@@ -343,7 +363,8 @@ def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
             a, b = wanted
             return [], (f"smoke.allreduce nodes: {a} and {b} reach the same address "
                         f"({comm_address(ctx, a)[0]}): one machine; name two different machines")
-        return [n for n in wanted if n not in dups], None
+        kept = [n for n in wanted if n not in dups]
+        return _one_backend(ctx, kept) if p.get("mode") == "all" else (kept, None)
     names = list(ctx.nodes)
     fine = [n for n in names if _looks_fine(ctx, n)]
     ordered = fine + [n for n in names if n not in fine]
@@ -352,6 +373,8 @@ def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
     if len(ordered) < 2:
         extra = f" ({len(dups)} more share an address with these)" if dups else ""
         return [], f"needs two reachable nodes on different machines, {len(ordered)} reachable{extra}"
+    if p.get("mode") == "all":
+        return _one_backend(ctx, ordered)
     if pairs:
         return ordered, None
     for n in ordered:  # the first two nodes of one backend, in order of preference
@@ -359,6 +382,14 @@ def select_nodes(ctx: ClusterContext) -> tuple[list[str], str | None]:
         if len(same) >= 2:
             return same[:2], None
     return [], "needs two reachable nodes of one backend (an all-reduce never mixes Ascend and NVIDIA nodes)"
+
+
+def _one_backend(ctx: ClusterContext, nodes: list[str]) -> tuple[list[str], str | None]:
+    kinds = sorted({_backend(ctx, n) for n in nodes})
+    if len(kinds) > 1:
+        return [], ("smoke.allreduce mode all: the selection mixes " + " and ".join(backends.NAMES[k] for k in kinds)
+                    + " nodes, and one all-reduce never spans both: select one kind with `nodes:`")
+    return nodes, None
 
 
 def _backend(ctx: ClusterContext, node: str) -> str:
@@ -428,30 +459,37 @@ def probe_timeout(params: Mapping[str, Any]) -> float:
             + float(params.get("startup_s") or 30))
 
 
-def rank_command(node: Any, rank: int, world: int, addr: str, port: int, params: Mapping[str, Any]) -> Shell:
-    """Shell text for one rank: write the worker into a private temp dir, run it inside the node's
+def rank_command(node: Any, rank: int, world: int, addr: str, port: int, params: Mapping[str, Any],
+                 local: list[tuple[int, int]] | None = None) -> Shell:
+    """Shell text for one rank (or, with `local` = [(rank, device), ...], one rank per device, each
+    seeing only its own device): write the worker into a private temp dir, run it inside the node's
     launch environment with the inventory's python, remove everything on any exit."""
-    cfg = {"rank": rank, "world": world, "addr": addr, "port": int(port), "node": node.name,
-           "backend": str(params.get("backend") or "auto"), "size_mib": float(params.get("size_mib") or 64),
-           "warmup": int(params.get("warmup") or 2), "iters": int(params.get("iters") or 5),
-           "timeout_s": float(params.get("rendezvous_timeout_s") or 60),
-           "run_timeout_s": float(params.get("run_timeout_s") or 120), "device": int(params.get("device") or 0)}
+    ranks = local or [(rank, None)]
+    base = {"world": world, "addr": addr, "port": int(port), "node": node.name,
+            "backend": str(params.get("backend") or "auto"), "size_mib": float(params.get("size_mib") or 64),
+            "warmup": int(params.get("warmup") or 2), "iters": int(params.get("iters") or 5),
+            "timeout_s": float(params.get("rendezvous_timeout_s") or 60),
+            "run_timeout_s": float(params.get("run_timeout_s") or 120), "device": int(params.get("device") or 0)}
     b64 = base64.b64encode(worker_source().encode()).decode()
-    run = sh('exec {py} "$PF_SMOKE_DIR"/{worker} {cfg}', py=node.python, worker=WORKER_NAME,
-             cfg=json.dumps(cfg, sort_keys=True))
+    launches = []
+    for r, dev in ranks:
+        cfg = {**base, "rank": r} | ({"visible_device": dev, "device": 0} if dev is not None else {})
+        run = sh('exec {py} "$PF_SMOKE_DIR"/{worker} {cfg}', py=node.python, worker=WORKER_NAME,
+                 cfg=json.dumps(cfg, sort_keys=True))
+        launches += [sh('PF_SMOKE_DIR="$d" {launch:raw} </dev/null &', launch=launchenv.command(node, run)),
+                     sh('p="$p $!"')]
     return seq([
         sh("umask 077"),
         sh('d=$(mktemp -d "${{TMPDIR:-/tmp}}/"{prefix}XXXXXX) || {{ echo "preflight: mktemp failed" >&2; exit 97; }}',
            prefix=TMP_PREFIX),
         sh("p="),
-        sh('cleanup() {{ [ -n "$p" ] && {{ kill -TERM "$p" 2>/dev/null; sleep 0.2; kill -KILL "$p" 2>/dev/null; }}; rm -rf "$d"; }}'),
+        sh('cleanup() {{ [ -n "$p" ] && {{ kill -TERM $p 2>/dev/null; sleep 0.2; kill -KILL $p 2>/dev/null; }}; rm -rf "$d"; }}'),
         sh("trap cleanup EXIT"),
         sh("trap 'cleanup; exit 143' TERM INT HUP"),
         sh('printf %s {b64} | base64 -d >"$d"/{worker} || {{ echo "preflight: base64 -d failed" >&2; exit 97; }}',
            b64=b64, worker=WORKER_NAME),
-        sh('PF_SMOKE_DIR="$d" {launch:raw} </dev/null &', launch=launchenv.command(node, run)),
-        sh("p=$!"),
-        sh('wait "$p"; rc=$?; p='),
+        *launches,
+        sh('rc=0; for q in $p; do wait "$q" || rc=$?; done; p='),
         sh('exit "$rc"'),
     ], "\n")
 
@@ -489,6 +527,8 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     nodes, problem = select_nodes(ctx)
     if problem:
         return {}
+    if ctx.params.get("mode") == "all":
+        return _plan_all(ctx, nodes)
     done = _pairs_run(ctx)
     if not done:
         by_backend: dict[str, list[str]] = {}
@@ -635,6 +675,8 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
         if ctx.params.get("nodes"):
             return [Finding(Status.ERROR, problem)]
         return [skipped(problem)]
+    if ctx.params.get("mode") == "all":
+        return evaluate_all(ctx, nodes)
     runs = _pairs_run(ctx)
     if not runs:
         return [Finding(Status.ERROR, "no rank ran (the run was cut off, or the plan did not reach the nodes)")]
@@ -724,3 +766,247 @@ def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Ma
         out.append(passed(f"{len(first)} pair(s) passed all_reduce with the right sum; busbw min "
                           f"{min(bws) if bws else 0:.3g} GB/s", **details))
     return out
+
+
+# ---------------------------------------------------------------- mode all: the whole selection, then isolation
+
+ALL_PREFIX = "smoke-all"
+LOCAL_KINDS = frozenset({"no_torch", "no_python", "port_in_use", "ifname", "npu", "cuda"})
+
+
+def all_probe_name(round_no: int, group: int, node: str) -> str:
+    return SEP.join((ALL_PREFIX, str(round_no), str(group), node))
+
+
+def policy_of(params: Mapping[str, Any]) -> isolate.Policy:
+    frac = params.get("slow_fraction")
+    floor = params.get("min_busbw_gbps")
+    return isolate.Policy(slow_fraction=None if frac is None else float(frac),
+                          floor=None if floor is None else float(floor),
+                          fanout=max(2, int(params.get("fanout") or 2)),
+                          max_rounds=max(1, min(int(params.get("max_rounds") or 12), PLAN_ROUNDS)))
+
+
+def _ranks_of(ctx: ClusterContext, node: str) -> int:
+    if str(ctx.params.get("ranks_per_node") or 1) == "devices":
+        return max(1, int(getattr(ctx.nodes[node], "devices", 0) or 1))
+    return max(1, int(ctx.params.get("ranks_per_node") or 1))
+
+
+def _group_ranks(ctx: ClusterContext, members: tuple[str, ...]) -> dict[str, list[int]]:
+    """node -> its global ranks in this group (rank 0 on the first member)."""
+    out, r = {}, 0
+    for n in members:
+        k = _ranks_of(ctx, n)
+        out[n] = list(range(r, r + k))
+        r += k
+    return out
+
+
+def _round_port(ctx: ClusterContext, rank0: str, round_no: int) -> int:
+    """Each round one port further along the range, so a store of the round before (TIME_WAIT)
+    never meets the next; the groups of one round have distinct rank-0 nodes, so they share it."""
+    if ctx.params.get("port"):
+        return int(ctx.params["port"]) + round_no - 1
+    busy = _listening_ports(ctx, rank0)
+    free = [p for p in _port_candidates(ctx.params.get("port_range") or DEFAULTS["port_range"]) if p not in busy]
+    if not free:
+        raise ValueError(f"no free port in smoke.allreduce port_range {ctx.params.get('port_range')} on {rank0}")
+    return free[(round_no - 1) % len(free)]
+
+
+@dataclass(frozen=True)
+class GroupRun:
+    """One group's collective in one round, as the isolation sees it, with its ranks for the report."""
+
+    round: int
+    members: tuple[str, ...]
+    control: bool
+    ranks: tuple[RankResult, ...]
+    duration_s: float
+
+    def result(self) -> isolate.Result:
+        failed = [r for r in self.ranks if not r.ok]
+        local = tuple(dict.fromkeys(r.node for r in failed if r.diagnosis is not None and r.diagnosis.kind in LOCAL_KINDS))
+        kinds = [r.diagnosis.kind for r in failed if r.diagnosis is not None]
+        kind = next((k for k in ("wrong_sum", "hang") if k in kinds), kinds[0] if kinds else "")
+        if local:
+            kind = next(r.diagnosis.kind for r in failed if r.node in local and r.diagnosis is not None)
+        bws = [r.busbw for r in self.ranks if r.busbw is not None]
+        return isolate.Result(self.members, bool(failed), min(bws) if bws and not failed else None, kind, local,
+                              self.control)
+
+
+def all_history(ctx: ClusterContext, nodes: list[str]) -> list[list[GroupRun]]:
+    """Replay the isolation over ctx.planned: round r's groups are next_round of the rounds before
+    (the same pure function plan() used), its outcomes the ranks' lines under its probe names."""
+    policy = policy_of(ctx.params)
+    runs: list[list[GroupRun]] = []
+    while True:
+        groups = isolate.next_round(nodes, [[g.result() for g in rnd] for rnd in runs], policy)
+        r = len(runs) + 1
+        if not any(all_probe_name(r, gi, n) in (ctx.planned.get(n) or {}) for gi, (m, _) in enumerate(groups) for n in m):
+            return runs
+        rnd = []
+        for gi, (members, control) in enumerate(groups):
+            ranks, took = [], 0.0
+            for node, rs in _group_ranks(ctx, members).items():
+                out = (ctx.planned.get(node) or {}).get(all_probe_name(r, gi, node))
+                took = max(took, out.duration_s if out is not None else 0.0)
+                ranks += [parse_rank(node, rank, out) for rank in rs]
+            rnd.append(GroupRun(r, members, control, tuple(ranks), took))
+        runs.append(rnd)
+
+
+def _plan_all(ctx: ClusterContext, nodes: list[str]) -> dict[str, dict[str, Probe]]:
+    runs = all_history(ctx, nodes)
+    spent = sum(max((g.duration_s for g in rnd), default=0.0) for rnd in runs)
+    timeout = probe_timeout(ctx.params)
+    if runs and spent + timeout > float(ctx.params.get("budget_s") or DEFAULTS["budget_s"]):
+        return {}
+    groups = isolate.next_round(nodes, [[g.result() for g in rnd] for rnd in runs], policy_of(ctx.params))
+    r = len(runs) + 1
+    plan: dict[str, dict[str, Probe]] = {}
+    for gi, (members, _) in enumerate(groups):
+        addr, _ = comm_address(ctx, members[0])
+        port = _round_port(ctx, members[0], r)
+        ranks = _group_ranks(ctx, members)
+        world = sum(len(v) for v in ranks.values())
+        per_node = str(ctx.params.get("ranks_per_node") or 1) == "devices"
+        for node, rs in ranks.items():
+            local = [(rank, i) for i, rank in enumerate(rs)] if per_node else [(rank, None) for rank in rs]
+            text = rank_command(ctx.nodes[node], rs[0], world, addr, port, ctx.params,
+                                local=local if len(local) > 1 or per_node else None)
+            plan.setdefault(node, {})[all_probe_name(r, gi, node)] = cmd(text, timeout=timeout)
+    return plan
+
+
+WHY_TEXT = {"wrong_sum": "wrong all_reduce result", "hang": "hung", "slow": "slow"}
+
+
+def _group_row(g: GroupRun, graded: isolate.Graded) -> dict[str, Any]:
+    row: dict[str, Any] = {"round": g.round, "members": list(g.members), "outcome": graded.outcome,
+                           "busbw_gbps": graded.result.busbw, "expected_gbps": graded.expected}
+    if g.control:
+        row["control"] = True
+    if graded.result.failed:
+        row["kind"] = graded.result.kind
+        first = next((r for r in g.ranks if not r.ok), None)
+        if first is not None:
+            row["error"] = f"rank {first.rank} on {first.node}: {first.error or 'no result'}"[:300]
+    return row
+
+
+def _evidence_text(c: isolate.Culprit, slow_fraction: float | None) -> str:
+    parts = []
+    for g in c.evidence:
+        others = [m for m in g.result.members if m != c.node]
+        cleared = set(others) <= set(c.partners)
+        who = (f"beside proven-good {', '.join(others)}" if cleared and len(others) <= 2
+               else f"in a group of {len(g.result.members)}" + (", the others proven good" if cleared else ""))
+        fig = ""
+        if g.outcome == isolate.SLOW and g.result.busbw is not None:
+            fig = f": busbw {g.result.busbw:.3g} GB/s"
+            if g.expected is not None:
+                fig += f" against the round's median {g.expected:.3g}"
+        elif g.outcome == isolate.FAIL:
+            fig = f": {WHY_TEXT.get(g.result.kind, g.result.kind or 'failed')}"
+        parts.append(f"round {g.round} {who}{fig}")
+    return "; ".join(parts)
+
+
+def _culprit_finding(c: isolate.Culprit, runs: list[list[GroupRun]], policy: isolate.Policy) -> Finding:
+    mine = [(g, r) for rnd in runs for g in rnd if c.node in g.members for r in g.ranks if r.node == c.node]
+    failed_rank = next((r for g, r in reversed(mine) if not r.ok), None)
+    diag = (failed_rank.diagnosis if failed_rank is not None else None) or GENERIC
+    details: dict[str, Any] = {"why": c.why, "kind": c.kind, "partners": list(c.partners),
+                               "evidence": [{"round": g.round, "members": list(g.result.members), "outcome": g.outcome,
+                                             "busbw_gbps": g.result.busbw, "expected_gbps": g.expected,
+                                             "kind": g.result.kind} for g in c.evidence]}
+    if failed_rank is not None:
+        details["rank"] = _rank_detail(failed_rank)
+    if c.why == "local":
+        r = failed_rank
+        return Finding(Status.FAIL, f"its rank could not start, so it was blamed without a collective: "
+                       f"{(r.error if r else None) or c.kind}"[:400], details, diag.remediation, node=c.node)
+    if c.why == "slow":
+        conf = c.confirming
+        bw = sorted(g.result.busbw for g in conf if g.result.busbw is not None)
+        exp = sorted(g.expected for g in conf if g.expected is not None)
+        details.update(measured_gbps=bw[len(bw) // 2] if bw else None, expected_gbps=exp[len(exp) // 2] if exp else None)
+        frac = f" by more than {policy.slow_fraction:.0%}" if policy.slow_fraction is not None else ""
+        text = (f"slow: busbw {details['measured_gbps'] or 0:.3g} GB/s beside proven-good nodes, expected "
+                f"{details['expected_gbps'] or 0:.3g} GB/s (the round's median; under it{frac} in "
+                f"{len(conf)} tests): {_evidence_text(c, policy.slow_fraction)}")
+        return Finding(Status.FAIL, text[:600], details, R_SLOW, node=c.node)
+    what = WHY_TEXT.get(c.kind, c.kind)
+    text = f"{what} in every collective it joined: {_evidence_text(c, policy.slow_fraction)}"
+    if failed_rank is not None and failed_rank.error:
+        text += f"; its rank: {failed_rank.error}"
+    remedy = R_SUM if c.kind == "wrong_sum" else R_HANG if c.kind == "hang" else diag.remediation
+    return Finding(Status.FAIL, text[:600], details, remedy, node=c.node)
+
+
+def _whole_metrics(g: GroupRun) -> list[dict[str, Any]]:
+    labels = {"nodes": str(len(g.members)), "ranks": str(len(g.ranks)),
+              "backend": str(g.ranks[0].record.get("backend") or "") if g.ranks else ""}
+    out = []
+    for name, key, unit in (("busbw", "busbw_gbps", "GB/s"), ("algbw", "algbw_gbps", "GB/s"),
+                            ("allreduce_latency", "latency_ms", "ms"), ("allreduce_time", "time_ms", "ms")):
+        vals = [v for v in (_num(r.record.get(key)) for r in g.ranks) if v is not None]
+        if vals:
+            out.append(Metric(name, min(vals) if unit == "GB/s" else max(vals), unit, labels).to_dict())
+    return out
+
+
+def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
+    runs = all_history(ctx, nodes)
+    if not runs:
+        return [Finding(Status.ERROR, "no rank ran (the run was cut off, or the plan did not reach the nodes)")]
+    policy = policy_of(ctx.params)
+    history = [[g.result() for g in rnd] for rnd in runs]
+    v = isolate.verdict(nodes, history, policy)
+    graded = isolate.graded(history, policy)
+    flat = [g for rnd in runs for g in rnd]
+    whole, whole_graded = runs[0][0], graded[0]
+    details: dict[str, Any] = {"nodes": len(nodes), "ranks": len(whole.ranks), "rounds": len(runs),
+                               "groups": [_group_row(g, gr) for g, gr in zip(flat, graded)],
+                               "good": v.good, "culprits": list(v.culprits), "unresolved": v.unresolved}
+    rec = next((r.record for r in whole.ranks if r.record.get("backend")), {})
+    head = f"all_reduce over {len(nodes)} nodes ({len(whole.ranks)} ranks"
+    if rec:
+        head += f", {rec.get('backend')}, {int(rec.get('size_bytes', 0)) / (1 << 20):g} MiB"
+    head += ")"
+    if not whole.result().failed:
+        details["metrics"] = _whole_metrics(whole)
+    out: list[Finding] = [_culprit_finding(c, runs, policy) for c in v.culprits.values()]
+    for n in v.unresolved:
+        out.append(Finding(Status.FAIL, f"suspect, not isolated within {len(runs)} round(s): it was in failing or slow "
+                           f"groups that no round could split further (no proven-good node to test it beside)",
+                           {"groups": [_group_row(g, gr) for g, gr in zip(flat, graded) if n in g.members]},
+                           R_WAIT, node=n))
+    bad_whole = whole_graded.outcome != isolate.OK
+    if not out and not v.unexplained:
+        bws = [g.result.busbw for g in graded[1:] if g.result.busbw is not None]
+        text = f"{head}: sum correct" + (f", busbw {whole.result().busbw:.3g} GB/s" if whole.result().busbw else "")
+        if rec.get("latency_ms") is not None:
+            text += f", latency {max(_num(r.record.get('latency_ms')) or 0 for r in whole.ranks):.3g} ms"
+        if len(runs) > 1:
+            text += (f"; {len(runs) - 1} more round(s) of groups, none slow or failing"
+                     + (f" (busbw {min(bws):.3g}-{max(bws):.3g} GB/s)" if bws else ""))
+        return [passed(text, **details)]
+    lead = (WHY_TEXT.get(whole_graded.result.kind, "failed") if whole_graded.result.failed
+            else "was slow" if bad_whole else "had the right sum")
+    names = ", ".join(f"{c.node} ({WHY_TEXT.get(c.kind, c.kind)})" for c in v.culprits.values())
+    text = f"{head} {lead}; isolation in {len(runs)} round(s): "
+    text += f"culprit(s) {names}" if names else "no culprit isolated"
+    if v.unresolved:
+        text += f"; not isolated: {', '.join(v.unresolved)}"
+    if v.unexplained:
+        details["unexplained"] = [{"round": g.round, "members": list(g.result.members), "outcome": g.outcome}
+                                  for g in v.unexplained]
+        text += (f"; {len(v.unexplained)} failing group(s) with no culprit (every subset passed: an intermittent "
+                 "fault, or one between nodes of different halves)")
+    text += f"; {len(v.good)} node(s) proven good"
+    remedy = out[0].remediation if out else R_HANG
+    return [Finding(Status.FAIL, text[:800], details, remedy or "see the per-node results")] + out

@@ -118,7 +118,7 @@ def grade(results: Round, policy: Policy) -> tuple[list[str], float | None]:
     return out, med
 
 
-def _graded(history: Sequence[Round], policy: Policy) -> list[Graded]:
+def graded(history: Sequence[Round], policy: Policy) -> list[Graded]:
     out = []
     for i, rnd in enumerate(history, 1):
         outcomes, med = grade(rnd, policy)
@@ -138,11 +138,11 @@ class _State:
 
 
 def _state(history: Sequence[Round], policy: Policy) -> _State:
-    graded = _graded(history, policy)
-    good = {n for g in graded if g.outcome == OK and (g.expected is not None or policy.slow_fraction is None)
+    tests = graded(history, policy)
+    good = {n for g in tests if g.outcome == OK and (g.expected is not None or policy.slow_fraction is None)
             for n in g.result.members}
-    correct = good | {n for g in graded if g.outcome != FAIL for n in g.result.members}
-    bad = [g for g in graded if g.outcome != OK]
+    correct = good | {n for g in tests if g.outcome != FAIL for n in g.result.members}
+    bad = [g for g in tests if g.outcome != OK]
     st = _State(good, correct, {}, bad)
     for g in bad:  # a rank that could not start convicts its node without a collective
         for n in g.result.local:

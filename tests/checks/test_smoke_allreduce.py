@@ -349,3 +349,120 @@ def test_naming_an_ascend_and_an_nvidia_node_is_refused():
     assert nodes == [] and "a is Ascend and g1 is NVIDIA" in problem
     [f] = S.evaluate(_mixed({"nodes": ["a", "g1"]}))
     assert f.status is not Status.PASS and "never mixes" in f.summary
+
+
+# ---------------------------------------------------------------- mode all: the whole selection, then isolation
+
+def _rank_line(cfg, wrong=False, bw=1.0, hang=False):
+    """A worker's line in the worker's own shape (the fields of OK0, recorded from a gloo run)."""
+    world, rank = cfg["world"], cfg["rank"]
+    exp = world * (world + 1) / 2
+    if hang:
+        return err(rank, cfg["node"], "timed", ["no progress in phase timed after 31s (rank %d hung)" % rank], kind="hang")
+    rec = {**OK0, "rank": rank, "node": cfg["node"], "world": world, "expected": exp, "got": [exp, exp],
+           "busbw_gbps": bw, "algbw_gbps": bw * world / (2 * (world - 1))}
+    if wrong:
+        rec.update(ok=False, sum_ok=False, got=[exp, exp + 1], kind="wrong_sum",
+                   error=f"all_reduce result wrong on rank {rank} ({cfg['node']}): element 0 is {exp + 1:g}, expected {exp:g}")
+    return rec
+
+
+def drive(c, fleet, rounds=S.PLAN_ROUNDS):
+    """What the runner does: plan() again while it returns probes; every probe's output from `fleet`
+    (a function of the rank configs of one group)."""
+    for _ in range(rounds):
+        p = S.plan(c)
+        if not p:
+            break
+        groups = {}
+        for node, probes in p.items():
+            for name, probe in probes.items():
+                groups.setdefault(name.rsplit("|", 1)[0], []).append((node, name, config_of(probe.cmd)))
+        for members in groups.values():
+            nodes = [n for n, _, _ in members]
+            for node, name, cfg in members:
+                got = fleet(nodes, cfg)
+                c.planned.setdefault(node, {})[name] = got if isinstance(got, CommandOutput) else out(got)
+    return S.evaluate(c)
+
+
+def all_ctx(n, **params):
+    return ctx({"mode": "all", "size_mib": 1, **params}, names=[f"n{i}" for i in range(n)])
+
+
+def test_all_mode_healthy_fleet_passes_with_whole_metrics_and_a_survey():
+    c = all_ctx(8)
+    findings = drive(c, lambda nodes, cfg: _rank_line(cfg))
+    (f,) = findings
+    assert f.status is Status.PASS and "all_reduce over 8 nodes (8 ranks" in f.summary, f.summary
+    assert f.details["rounds"] == 2 and len(f.details["good"]) == 8
+    m = {x["name"]: x for x in f.details["metrics"]}
+    assert m["busbw"]["labels"]["nodes"] == "8"
+
+
+def test_all_mode_names_the_wrong_sum_node_only():
+    c = all_ctx(16)
+    findings = drive(c, lambda nodes, cfg: _rank_line(cfg, wrong="n11" in nodes))
+    head, rows = findings[0], {f.node: f for f in findings[1:]}
+    assert head.status is Status.FAIL and list(rows) == ["n11"], head.summary
+    assert "wrong all_reduce result" in rows["n11"].summary and "proven-good" in rows["n11"].summary
+    assert rows["n11"].remediation == S.R_SUM
+    assert head.details["rounds"] <= 4 + 2 and len(head.details["good"]) == 15
+    assert "culprit(s) n11 (wrong all_reduce result)" in head.summary
+
+
+def test_all_mode_slow_node_with_measured_and_expected_figures():
+    c = all_ctx(8)
+    findings = drive(c, lambda nodes, cfg: _rank_line(cfg, bw=0.1 if "n2" in nodes else 1.0))
+    head, rows = findings[0], {f.node: f for f in findings[1:]}
+    assert list(rows) == ["n2"], head.summary
+    assert rows["n2"].details["measured_gbps"] == 0.1 and rows["n2"].details["expected_gbps"] >= 0.5
+    assert "slow: busbw 0.1 GB/s" in rows["n2"].summary and rows["n2"].remediation == S.R_SLOW
+
+
+def test_all_mode_node_without_torch_is_blamed_without_a_collective():
+    c = all_ctx(6)
+
+    def fleet(nodes, cfg):
+        if cfg["node"] == "n4":
+            return out(None, stderr=NO_TORCH, rc=1)
+        return err(cfg["rank"], cfg["node"], "store", ["DistStoreError: wait timeout after 6000ms"]) if "n4" in nodes \
+            else _rank_line(cfg)
+
+    findings = drive(c, fleet)
+    rows = {f.node: f for f in findings[1:]}
+    assert list(rows) == ["n4"] and rows["n4"].details["why"] == "local"
+    assert "could not start" in rows["n4"].summary and "python" in rows["n4"].remediation
+    assert findings[0].details["rounds"] == 2
+
+
+def test_all_mode_probe_names_are_unique_per_round_and_ports_move_on():
+    c = all_ctx(4)
+    p1 = S.plan(c)
+    assert sorted(k for v in p1.values() for k in v) == [f"smoke-all|1|0|n{i}" for i in range(4)]
+    cfgs = [config_of(pr.cmd) for v in p1.values() for pr in v.values()]
+    assert {x["world"] for x in cfgs} == {4} and sorted(x["rank"] for x in cfgs) == [0, 1, 2, 3]
+    for node, probes in p1.items():
+        for name, probe in probes.items():
+            c.planned.setdefault(node, {})[name] = out(_rank_line(config_of(probe.cmd)))
+    p2 = S.plan(c)
+    names2 = sorted(k for v in p2.values() for k in v)
+    assert names2 == ["smoke-all|2|0|n0", "smoke-all|2|0|n1", "smoke-all|2|1|n2", "smoke-all|2|1|n3"]
+    assert {config_of(pr.cmd)["port"] for v in p2.values() for pr in v.values()} == {29401}
+
+
+def test_all_mode_ranks_per_node_devices_one_rank_per_device():
+    c = all_ctx(2, ranks_per_node="devices")
+    for n in c.nodes.values():
+        object.__setattr__(n, "devices", 4) if hasattr(n, "__dataclass_fields__") else setattr(n, "devices", 4)
+    p = S.plan(c)
+    text = p["n1"]["smoke-all|1|0|n1"].cmd
+    cfgs = [json.loads(shlex.split(launch_words_all(text, i)[2].rsplit("allreduce_worker.py ", 1)[1])[0])
+            for i in range(4)]
+    assert [x["rank"] for x in cfgs] == [4, 5, 6, 7] and [x["visible_device"] for x in cfgs] == [0, 1, 2, 3]
+    assert {x["world"] for x in cfgs} == {8}
+
+
+def launch_words_all(cmd: str, i: int) -> list[str]:
+    line = [ln for ln in cmd.splitlines() if ln.startswith('PF_SMOKE_DIR="$d" ')][i]
+    return shlex.split(line.split('PF_SMOKE_DIR="$d" ', 1)[1].rsplit(" </dev/null", 1)[0])
