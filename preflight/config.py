@@ -88,10 +88,14 @@ class Setting:
 
 
 def _read_file(path: Path) -> dict[str, Setting]:
+    from .safefile import UnsafePath, trusted_file
     try:
+        trusted_file(path, "config file")  # it names the database whose acks decide READY
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
+    except UnsafePath as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     from .inventory import _load_yaml, _Map  # only with a config file: YAML is ~0.05 s of start-up

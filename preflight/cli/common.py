@@ -36,22 +36,26 @@ def not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 def unwritable(path: str) -> str | None:
     """Why a report or node list could not be written to `path`, found out before the run (the
     way write_atomic writes: a temp file beside it, renamed; a device or FIFO in place), or None."""
+    from ..safefile import is_stream, refuse_existing, open_dir
     p = Path(path)
     if p.is_dir():
         return "it is a directory"
-    if p.exists() and not p.is_file():  # /dev/null, /dev/stdout, a FIFO: written in place
+    if is_stream(p):  # /dev/null, /dev/stdout: written in place
         return None if os.access(p, os.W_OK) else "permission denied"
-    if p.exists() and not os.access(p, os.W_OK):
-        return "permission denied"
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         return f"no directory {parent}"
     try:
+        dfd = open_dir(parent, create=False)
+        try:
+            refuse_existing(dfd, p.name, p)
+        finally:
+            os.close(dfd)
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.")
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        return f"{exc.strerror} in {parent}"
+        return f"{exc.strerror} in {parent}" if exc.filename != str(p) else exc.strerror
     return None
 
 

@@ -32,6 +32,16 @@ def _write(path: str, text: str) -> None:
         say(f"cannot write {path}: {exc.strerror}", EXIT_INTERNAL)
 
 
+def _make_dirs(path: str) -> None:
+    """The out-dir and its missing parents, 0700 whatever the umask (safefile.make_dirs)."""
+    from ..safefile import make_dirs
+
+    try:
+        make_dirs(path)
+    except OSError as exc:
+        say(f"cannot write {path}: {exc.strerror}", EXIT_INTERNAL)
+
+
 @click.command("env")
 @options.inventory_argument()
 @click.option("--limit", help="Only these inventory nodes (they are the job: NNODES counts them).")
@@ -66,7 +76,7 @@ def env_cmd(inventory, limit, fmt, out_dir, output, forks, ssh_config, deadline)
         fail_usage(f"{inv.path}: {exc}")
     entry = (inv.job or {}).get("entry")
     if fmt == "env":
-        os.makedirs(out_dir, mode=0o700, exist_ok=True)
+        _make_dirs(out_dir)
         for e in envs:
             _write(os.path.join(out_dir, f"{e.node}.env"), e.sourceable(inv.cluster))
         click.echo(f"preflight: wrote {len(envs)} env files to {out_dir} (master {envs[0].node}, "

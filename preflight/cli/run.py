@@ -74,7 +74,10 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     report = extras.remember(report, flap_window)
     progress.clear()
     if recorder is not None:
-        recorder.write()
+        try:
+            recorder.write()
+        except OSError as exc:  # the report still comes out
+            click.echo(f"preflight: cannot write --record {record}: {exc.strerror}", err=True)
     emit(report, fmt, output, quiet)
     extras.finish(report)
     sys.exit(report.exit_code)

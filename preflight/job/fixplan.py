@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..atomic import write_atomic
+from ..safefile import make_dirs
 from ..checkapi import Shell
 from .fix import NodeFix
 
@@ -40,7 +41,7 @@ def ensure_dir(path: str) -> None:
     """Create the out-dir 0700, or accept an existing one only when it is a real directory of ours
     that nobody else can write (a planted script could otherwise take a plan's place)."""
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        make_dirs(path)  # new directories 0700 whatever the umask, the missing parents too
         st = os.lstat(path)
     except OSError as exc:
         raise Untrusted(f"{path}: {exc.strerror}") from None

@@ -8,7 +8,6 @@ its `until` stops applying by itself; nothing has to remove it.
 """
 from __future__ import annotations
 
-import getpass
 import re
 import sqlite3
 from dataclasses import dataclass, replace
@@ -17,6 +16,7 @@ from datetime import datetime, time, timedelta, timezone
 from ..model import Report, Status
 from ..nodeset import RangeError, expand
 from ..registry import discover, matches
+from ..safefile import user_name
 
 ACKED = (Status.FAIL, Status.WARN, Status.ERROR)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -75,7 +75,7 @@ def add(db: sqlite3.Connection, node: str, check: str, until: str, reason: str,
     if not any(matches(c, check) for c in discover()):
         raise AckError(f"no check matches {check!r} (see: preflight list-checks)")
     at = _utc(now or datetime.now(timezone.utc))
-    by = getpass.getuser()
+    by = user_name()  # the real uid's name: $LOGNAME and $USER are the caller's to set
     stamp = parse_until(until, now)
     # history.open_db's connection autocommits: this one INSERT is its own transaction
     cur = db.execute("INSERT INTO acks (node, check_id, until, reason, by, at) VALUES (?,?,?,?,?,?)",

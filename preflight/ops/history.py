@@ -90,12 +90,14 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]  # MIGR
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
-def _prepare_file(path: Path) -> None:
-    """Parent dir 0700 and the DB file 0600 before SQLite touches it (it would use the umask)."""
+def _prepare_file(path: Path, create: bool) -> None:
+    """Parent dir 0700 and the DB file 0600 before SQLite touches it (it would use the umask, and
+    follow a dangling link to create its target); the file is a regular one of the invoking user
+    or root that nobody else can write, since its acks turn failures into READY (safefile)."""
+    from ..safefile import open_private, trusted_file
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
+        os.close(open_private(path, create=create))
+        trusted_file(path, "history database (its acks decide READY)")
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
         raise HistoryError(f"cannot open history database {path}: {exc.strerror}{where}") from None
@@ -108,10 +110,9 @@ def _why(exc: sqlite3.Error) -> str:
 def open_db(path: str | os.PathLike, create: bool = True) -> sqlite3.Connection:
     """Open (creating with mode 0600 if asked) and migrate to SCHEMA_VERSION."""
     p = Path(path)
-    if create:
-        _prepare_file(p)
-    elif not p.exists():
+    if not create and not os.path.lexists(p):
         raise HistoryError(f"no history database at {p} (run `preflight run INVENTORY --history` first)")
+    _prepare_file(p, create)
     try:
         db = sqlite3.connect(str(p), timeout=5.0, isolation_level=None)
         db.execute("PRAGMA foreign_keys = ON")

@@ -36,9 +36,9 @@ class RunLock:
         self.fd: int | None = None
 
     def acquire(self) -> "RunLock":
+        from ..safefile import open_private
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = open_private(self.path)  # never through a link, never another's file (it is truncated)
         except OSError as exc:
             raise LockError(f"cannot create lock file {self.path}: {exc.strerror}") from None
         try:

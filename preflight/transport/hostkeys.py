@@ -17,6 +17,7 @@ from pathlib import Path
 import paramiko
 
 from ..atomic import write_atomic
+from ..safefile import make_dirs
 
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 
@@ -145,7 +146,8 @@ class KnownHosts:
         Never replaces what is not a regular file: `UserKnownHostsFile /dev/null` (a common
         ssh_config line) means "remember nothing", so the key is trusted for this run only, as
         OpenSSH does; a FIFO or another device is left alone too. A symlink stays a link: its
-        target gets the line."""
+        existing target gets the line (a dangling link is left alone); the target's directory
+        must be one others cannot change (write_atomic)."""
         with self._lock:
             self._add(name, key)
             p = Path(os.path.realpath(self.path))
@@ -153,9 +155,9 @@ class KnownHosts:
                 st = os.stat(p)
             except FileNotFoundError:
                 st = None
-            if st is not None and not stat.S_ISREG(st.st_mode):
-                return
-            p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if (st is None and os.path.islink(self.path)) or (st is not None and not stat.S_ISREG(st.st_mode)):
+                return  # a dangling link's target is never created
+            make_dirs(p.parent)
             old = p.read_bytes() if st is not None else b""
             if old and not old.endswith(b"\n"):
                 old += b"\n"

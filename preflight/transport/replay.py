@@ -20,6 +20,7 @@ from typing import Mapping
 
 from .. import redact
 from ..atomic import write_atomic
+from ..safefile import make_dirs, open_dir
 from ..model import CommandOutput, NodeStateKind
 from ..node import Node
 from . import ConnectError
@@ -35,10 +36,8 @@ class Recorder:
 
     def __init__(self, folder: str):
         self.folder = folder
-        p = Path(folder)
-        if not p.is_dir():
-            p.mkdir(parents=True, mode=0o700)
-            os.chmod(p, 0o700)  # mkdir's mode is cut by the umask only; 0700 whatever the umask
+        make_dirs(folder)  # 0700 whatever the umask; each file is written by write_atomic's rules
+        os.close(open_dir(folder, create=False))  # refused now, before the run, not after it
         self._lock = threading.Lock()
         self._data: dict[str, dict[str, dict]] = {}
 
