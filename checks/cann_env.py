@@ -32,14 +32,16 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight import launchenv
-from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, require_ok, sh
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, require_ok, sh
 from preflight.ascend import versions
 
 ID = "cann.env"
 SCOPE = "node"
-BACKEND = "ascend"
-WHERE = "job"  # on a node with a container: inside the job's container
-GATE = True
+POLICY = Policy(
+    backend="ascend",
+    where="job",  # on a node with a container: inside the job's container
+    gate=True,
+)
 # What to do with a fail/warn (preflight/actions.py): the CANN environment is configuration.
 ACTIONS = (("", "fix_config", "set_env.sh, LD_LIBRARY_PATH and driver/firmware versions (docs/FAILURES.md row 22)"),)
 DEFAULTS: dict = {}

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Mapping
 
-from preflight.checkapi import ClusterContext, Finding, Probe, Status, cmd, passed, skipped
+from preflight.checkapi import Policy, ClusterContext, Finding, Probe, Status, cmd, passed, skipped
 from preflight.job import ckpt
 from preflight.model import worst
 from preflight.net.blame import consensus
@@ -42,9 +42,7 @@ SCOPE = "cluster"
 # On a node with a container: inside it. `job.load` / `job.save` are paths as the job sees them (the
 # container's mounts); a bind mount keeps the host filesystem's ids, so storage groups still
 # join nodes that share the storage.
-WHERE = "job"
-COST = "light"
-PLAN_ROUNDS = 2
+POLICY = Policy(where="job", cost="light", plan_rounds=2)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
     (r"GiB free|not writable", "fix_config", "a save path without room or write access: free space or move --save"),

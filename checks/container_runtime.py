@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.container import HOST_NETWORK
-from preflight.checkapi import (CommandOutput, Finding, Probe, cmd, sh, Status, first_line, passed, require_ok, skipped,
+from preflight.checkapi import (Policy, CommandOutput, Finding, Probe, cmd, sh, Status, first_line, passed, require_ok, skipped,
                                 tool_failure)
 
 ID = "container.runtime"
 SCOPE = "node"
-PRIVILEGE = "root"  # rootful podman, dockerd's socket (docker: or the docker group, applied by the core)
+POLICY = Policy(
+    privilege="root",  # rootful podman, dockerd's socket (docker: or the docker group, applied by the core)
+)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
     (r"does not answer", "restart_process", "the container runtime is not running: start its service"),

@@ -24,14 +24,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight import launchenv
-from preflight.checkapi import Probe, cmd, sh, CommandOutput, Finding, ParseError, Status, first_line, passed, require_ok
+from preflight.checkapi import Policy, Probe, cmd, sh, CommandOutput, Finding, ParseError, Status, first_line, passed, require_ok
 from preflight.model import worst
 from preflight.nvidia import nvidia_smi, probes as nv
 
 ID = "cuda.env"
 SCOPE = "node"
-BACKEND = "nvidia"
-GATE = True
+POLICY = Policy(backend="nvidia", gate=True)
 # What to do with a fail/warn (preflight/actions.py): driver, CUDA and torch are installed configuration.
 ACTIONS = (("", "fix_config", "driver / CUDA / torch versions and the launch environment (docs/NVIDIA.md)"),)
 DEFAULTS: dict = {}

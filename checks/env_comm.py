@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from preflight import launchenv, redact
-from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd, q
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, q
 from preflight.model import worst
 from preflight.net import ifname, iproute
 from preflight.net.iproute import Interface, Route
@@ -51,7 +51,7 @@ from preflight.nvidia import ibstat, probes as nv
 
 ID = "env.comm"
 SCOPE = "node"
-GATE = True
+POLICY = Policy(gate=True)
 # What to do with a fail/warn (preflight/actions.py): interface and address variables are configuration.
 ACTIONS = (("", "fix_config", "HCCL/Gloo interface and MASTER_ADDR variables (docs/FAILURES.md rows 17-21)"),)
 DEFAULTS: dict = {

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, Metric, ParseError, Probe, Status, cmd
+from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Metric, ParseError, Probe, Status, cmd
 from preflight.model import worst
 from preflight import backend as backends
 from preflight.net import iproute
@@ -42,7 +42,9 @@ from preflight.ascend import hccn
 
 ID = "env.consistency"
 SCOPE = "cluster"
-PRIVILEGE = "root"  # hccn_tool -tls / -fec
+POLICY = Policy(
+    privilege="root",  # hccn_tool -tls / -fec
+)
 USES = ("env.comm", "hccn.ip")
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (

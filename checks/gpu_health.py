@@ -35,14 +35,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight.checkapi import Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
+from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
 from preflight.model import worst
 from preflight.nvidia import nvidia_smi, probes as nv, xid
 
 ID = "gpu.health"
 SCOPE = "node"
-BACKEND = "nvidia"
-GATE = True
+POLICY = Policy(backend="nvidia", gate=True)
 # What to do with a fail/warn (preflight/actions.py). The Xid rows come from the Xid table
 # (preflight/nvidia/xid.py, after NVIDIA's Xid catalogue); the worst matching row wins.
 ACTIONS = (

@@ -18,14 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from preflight.checkapi import Probe, cmd, CommandOutput, Finding, Metric, Status, passed, skipped
+from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, Status, passed, skipped
 from preflight.nvidia import nvidia_smi, probes as nv
 
 ID = "gpu.idle"
 SCOPE = "node"
-BACKEND = "nvidia"
-GATE = True
-ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
+POLICY = Policy(
+    backend="nvidia",
+    gate=True,
+    on_busy="report",  # its process table decides whether a node is busy (busy() below)
+)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
     (r"process\(es\) on GPUs", "restart_process", "a leftover job on the GPUs: stop it"),

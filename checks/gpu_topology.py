@@ -28,13 +28,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from preflight.checkapi import Policy
 from preflight.checkapi import Finding, Metric, ParseError, Probe, CommandOutput, Status, cmd, first_line, passed, sh, skipped
 from preflight.nvidia import nvidia_smi, probes as nv, topology
 
 ID = "gpu.topology"
 SCOPE = "node"
-BACKEND = "nvidia"
-GATE = True
+POLICY = Policy(backend="nvidia", gate=True)
 ACTIONS = (
     (r"NVSwitch system", "reset_device", "NVLink down on an NVSwitch system: reset the GPU or reboot, then a hardware ticket (NVIDIA Fabric Manager guide)"),
     (r"inactive", "reset_device", "inactive NVLink links: reset the GPU, reseat the bridge, then a hardware ticket"),

@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.ascend import hccn_common as common
-from preflight.checkapi import CommandOutput, Finding, Status, direct_init, passed
+from preflight.checkapi import Policy, CommandOutput, Finding, Status, direct_init, passed
 from preflight.model import worst
 from preflight.ascend import hccn
 
 ID = "hccn.health"
 SCOPE = "node"
-BACKEND = "ascend"
-PRIVILEGE = "root"  # hccn_tool
+POLICY = Policy(
+    backend="ascend",
+    privilege="root",  # hccn_tool
+)
 # What to do with a fail/warn (preflight/actions.py). States: docs/FORMATS.md §3.2 (DRV g_net_health_status).
 ACTIONS = (
     (r"net health Init", "fix_config", "Init: detection initialising, usually no detect IP configured (§3.2 code 6)"),

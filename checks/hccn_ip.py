@@ -20,15 +20,17 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import (CommandOutput, Finding, Probe, Status, cmd, direct_init, first_line, passed,
+from preflight.checkapi import (Policy, CommandOutput, Finding, Probe, Status, cmd, direct_init, first_line, passed,
                                 require_ok, tool_failure)
 from preflight.ascend import hccn
 
 ID = "hccn.ip"
 SCOPE = "node"
-BACKEND = "ascend"
-GATE = True
-PRIVILEGE = "root"  # hccn_tool
+POLICY = Policy(
+    backend="ascend",
+    gate=True,
+    privilege="root",  # hccn_tool
+)
 # What to do with a fail/warn (preflight/actions.py): a missing or stale address is configuration.
 ACTIONS = (
     (r"hccn_tool failed", "reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),

@@ -21,16 +21,18 @@ from datetime import timedelta
 from typing import Mapping
 
 from preflight.ascend import hccn_common as common
-from preflight.checkapi import CommandOutput, Finding, Metric, Status, direct_init, passed
+from preflight.checkapi import Policy, CommandOutput, Finding, Metric, Status, direct_init, passed
 from preflight.model import worst
 from preflight.ascend import hccn
 
 ID = "hccn.link"
 SCOPE = "node"
-BACKEND = "ascend"
-GATE = True
-TREND_METRIC = ("link_up_count", True)
-PRIVILEGE = "root"  # hccn_tool
+POLICY = Policy(
+    backend="ascend",
+    gate=True,
+    trend_metric=("link_up_count", True),
+    privilege="root",  # hccn_tool
+)
 # What to do with a fail/warn (preflight/actions.py). Link states: docs/FORMATS.md §3.1, §3.6.
 ACTIONS = (
     (r"link DOWN, expected UP", "replace_hardware",

@@ -24,14 +24,16 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, ParseError, Status, direct_init, first_line, passed, skipped
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Status, direct_init, first_line, passed, skipped
 from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
 SCOPE = "node"
-BACKEND = "ascend"
-TREND_METRIC = ("optical_rx_power", False)
-PRIVILEGE = "root"  # hccn_tool
+POLICY = Policy(
+    backend="ascend",
+    trend_metric=("optical_rx_power", False),
+    privilege="root",  # hccn_tool
+)
 # What to do with a fail/warn (preflight/actions.py). Module fields: docs/FORMATS.md §3.4.
 ACTIONS = (
     (r"temperature", "monitor", "module temperature out of range: watch airflow before it fails"),

@@ -28,7 +28,7 @@ from typing import Any
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Shell, Status, cmd, passed, seq, sh
+from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Shell, Status, cmd, passed, seq, sh
 from preflight.model import worst
 from preflight.net import ping
 from preflight.net.blame import blame_pairs
@@ -38,10 +38,12 @@ from .net_ping_mesh import pairs as spread_pairs
 
 ID = "hccn.ping_mesh"
 SCOPE = "cluster"
-DISRUPTIVE = True
-TREND_METRIC = ("ping_loss", True)  # the device mesh reports loss per pair, not RTT
-PRIVILEGE = "root"  # hccn_tool
-COST = "network"
+POLICY = Policy(
+    disruptive=True,
+    trend_metric=("ping_loss", True),  # the device mesh reports loss per pair, not RTT
+    privilege="root",  # hccn_tool
+    cost="network",
+)
 USES = ("hccn.ip", "hccn.link")  # hccn.link: devices already known DOWN are left out (one cause, one red line)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (

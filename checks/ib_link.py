@@ -30,13 +30,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight.checkapi import Probe, cmd, CommandOutput, Finding, Metric, Status, passed, require_ok, skipped
+from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, Status, passed, require_ok, skipped
 from preflight.nvidia import ibstat, probes as nv, roce
 
 ID = "ib.link"
 SCOPE = "node"
-BACKEND = "nvidia"
-GATE = True
+POLICY = Policy(backend="nvidia", gate=True)
 # What to do with a fail/warn (preflight/actions.py), as hccn.link grades a RoCE port.
 ACTIONS = (
     (r"\(RoCE, netdev .*\): netdev", "replace_hardware", "a RoCE port's netdev down: cable, transceiver, switch port, or `ip link set up`"),

@@ -24,15 +24,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from preflight.checkapi import ClusterContext, Finding, Metric, Probe, Status, cmd, passed
+from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Status, cmd, passed
 from preflight.model import worst
 from preflight.net import ping, pinger
 from preflight.net.blame import blame_pairs
 
 ID = "net.ping_mesh"
 SCOPE = "cluster"
-TREND_METRIC = ("ping_rtt", True)
-COST = "network"
+POLICY = Policy(trend_metric=("ping_rtt", True), cost="network")
 USES = ("env.comm",)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd
 from preflight.model import worst
 from preflight.net import sockets
 from preflight.net.sockets import Listener, PortSysctl
@@ -33,9 +33,7 @@ from . import env_comm
 
 ID = "net.ports"
 SCOPE = "node"
-GATE = True
-ON_BUSY = "skip"
-BUSY_REASON = "its ports are in use by the job"
+POLICY = Policy(gate=True, on_busy="skip", busy_reason="its ports are in use by the job")
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
     (r"is in use", "restart_process", "a leftover process holds a port the job needs (docs/FAILURES.md row 7)"),

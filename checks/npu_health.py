@@ -24,16 +24,18 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import CommandOutput, Finding, Probe, cmd, Status, first_line, passed, require_ok, tool_failure
+from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Status, first_line, passed, require_ok, tool_failure
 from preflight.model import worst
 from preflight.ascend import fault_codes, npu_smi
 
 ID = "npu.health"
 SCOPE = "node"
-BACKEND = "ascend"
-GATE = True
-PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
-PRIVILEGE_GROUP = "HwHiAiUser"
+POLICY = Policy(
+    backend="ascend",
+    gate=True,
+    privilege="root",  # npu-smi: root or the HwHiAiUser group
+    privilege_group="HwHiAiUser",
+)
 # What to do with a fail/warn (preflight/actions.py): the error codes by the vendor's own grading
 # (preflight/data/npu_fault_codes.yaml), then the failures npu-smi itself reports.
 ACTIONS = fault_codes.rows() + (

@@ -26,17 +26,20 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
+from preflight.checkapi import Policy
 from preflight.checkapi import CommandOutput, Finding, Probe, cmd, Metric, Status, first_line, passed, require_ok, tool_failure
 from preflight.ascend import npu_smi
 
 ID = "npu.idle"
 SCOPE = "node"
-BACKEND = "ascend"
-GATE = True
+POLICY = Policy(
+    backend="ascend",
+    gate=True,
+    on_busy="report",  # its process table decides whether a node is busy (busy() below)
+    privilege="root",  # npu-smi: root or the HwHiAiUser group
+    privilege_group="HwHiAiUser",
+)
 REQUIRES = ("npu.health",)  # npu-smi missing or failing is npu.health's red line, not a second one
-ON_BUSY = "report"  # its process table decides whether a node is busy (busy() below)
-PRIVILEGE = "root"  # npu-smi: root or the HwHiAiUser group
-PRIVILEGE_GROUP = "HwHiAiUser"
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
     (r"process\(es\) on NPUs", "restart_process", "a leftover job on the NPUs: stop it (docs/FAILURES.md row 1)"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight import launchenv
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, Probe, Status, passed, skipped
+from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Probe, Status, passed, skipped
 from preflight.model import worst
 from preflight.plan.layout import Layout, Model, RuleResult, check_layout, visible_devices
 
@@ -32,7 +32,7 @@ ID = "plan.parallel"
 SCOPE = "cluster"
 # On a node with a container: inside it. ASCEND_RT_VISIBLE_DEVICES is read from the launch
 # environment as the container sees it (the image's ENV and the job's -e settings count there).
-WHERE = "job"
+POLICY = Policy(where="job")
 # What to do with a fail/warn (preflight/actions.py): the layout is the job's configuration.
 ACTIONS = (("", "fix_config", "ranks per node against visible devices (docs/FAILURES.md row 26)"),)
 DEFAULTS: dict[str, Any] = {}

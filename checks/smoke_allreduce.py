@@ -34,7 +34,7 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
   channel closes (Ctrl-C, --deadline). No rank process or temp file stays on a node.
 - `mode: pairs`: every selected node (`nodes:`, default all reachable) is paired and all pairs run
   at once, each with its own port. A failing pair is blamed by the same side rules; then each of
-  its ends is re-paired with a node of a passing pair (a second planned round, PLAN_ROUNDS), which
+  its ends is re-paired with a node of a passing pair (a second planned round), which
   names the bad node when neither side's error does.
 - `mode: all`: one all-reduce across every selected node (one backend), one rank per node
   (`ranks_per_node: devices`: one per NPU/GPU, each seeing only its own device through
@@ -71,6 +71,7 @@ from typing import Any, Mapping
 
 from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
+from preflight.checkapi import Policy
 from preflight.checkapi import (ClusterContext, CommandOutput, Finding, Metric, Probe, Shell, Status, cmd, first_line, passed,
                                 seq, sh, skipped)
 from preflight.model import worst
@@ -80,11 +81,13 @@ ID = "smoke.allreduce"
 SCOPE = "cluster"
 # On a node with a container: inside it. The ranks run with the container's python, torch and
 # torch_npu (the host may have none) in its launch environment, and die with the run (container.py).
-WHERE = "job"
-DISRUPTIVE = True
-TREND_METRIC = ("busbw", False)
-COST = "heavy"
-PLAN_ROUNDS = 24  # pairs: 2 (the ends of failing pairs re-paired); all: the isolation's rounds (max_rounds bounds them)
+POLICY = Policy(
+    where="job",
+    disruptive=True,
+    trend_metric=("busbw", False),
+    cost="heavy",
+    plan_rounds=24,  # pairs: 2 (the ends of failing pairs re-paired); all: the isolation's rounds (max_rounds bounds them)
+)
 USES = ("env.comm", "net.ports")
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
@@ -784,7 +787,7 @@ def policy_of(params: Mapping[str, Any]) -> isolate.Policy:
     return isolate.Policy(slow_fraction=None if frac is None else float(frac),
                           floor=None if floor is None else float(floor),
                           fanout=max(2, int(params.get("fanout") or 2)),
-                          max_rounds=max(1, min(int(params.get("max_rounds") or 12), PLAN_ROUNDS)))
+                          max_rounds=max(1, min(int(params.get("max_rounds") or 12), POLICY.plan_rounds)))
 
 
 def _ranks_of(ctx: ClusterContext, node: str) -> int:

@@ -14,9 +14,11 @@ install the client key (`ssh-copy-id -i KEY user@host`), or record the host key 
 """
 from __future__ import annotations
 
+from preflight.checkapi import Policy
+
 ID = "ssh.connect"
 SCOPE = "node"
-GATE = True
+POLICY = Policy(gate=True)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (("", "fix_config", "ssh reachability is configured in the inventory and the node's sshd"),)
 DEFAULTS: dict = {}

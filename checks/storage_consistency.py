@@ -25,16 +25,18 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight.checkapi import (ClusterContext, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed,
+from preflight.checkapi import (Policy, ClusterContext, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed,
                                 require_ok, sh)
 from preflight.model import worst
 from preflight.net.blame import consensus
 
 ID = "storage.consistency"
 SCOPE = "cluster"
-DISRUPTIVE = True
-COST = "heavy"
-NODE_PARAMS = ("timeout_s",)  # a slow mount on one node may need longer
+POLICY = Policy(
+    disruptive=True,
+    cost="heavy",
+    node_params=("timeout_s",),  # a slow mount on one node may need longer
+)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (("", "fix_config", "mounts and data sets that differ between nodes: fix the mount or re-sync"),)
 DEFAULTS: dict[str, Any] = {

@@ -22,11 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight.checkapi import CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, q, require_ok, sh
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, q, require_ok, sh
 
 ID = "storage.data"
 SCOPE = "node"
-WHERE = "job"  # on a node with a container: inside the job's container
+POLICY = Policy(
+    where="job",  # on a node with a container: inside the job's container
+)
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (("", "fix_config", "unreadable or missing data paths: mount, permissions"),)
 DEFAULTS: dict[str, Any] = {"max_depth": 3, "max_entries": 20000, "max_unreadable": 20, "timeout_s": 30}

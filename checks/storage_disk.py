@@ -25,12 +25,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from preflight.checkapi import Policy
 from preflight.checkapi import (CommandOutput, Finding, Metric, ParseError, Probe, Shell, Status, cmd, first_line, passed, q,
                                 require_ok, sh)
 
 ID = "storage.disk"
 SCOPE = "node"
-TREND_METRIC = ("free_space", False)
+POLICY = Policy(trend_metric=("free_space", False))
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
     (r"Input/output error|I/O error", "replace_hardware", "a disk that fails writes with EIO"),

@@ -33,6 +33,7 @@ import yaml
 
 import preflight
 from preflight import launchenv
+from preflight.checkapi import Policy
 from preflight.checkapi import (ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line, passed,
                                 require_ok, sh)
 from preflight.model import worst
@@ -41,7 +42,9 @@ from preflight.net.blame import consensus
 
 ID = "sw.consistency"
 SCOPE = "cluster"
-WHERE = "job"  # on a node with a container: inside the job's container
+POLICY = Policy(
+    where="job",  # on a node with a container: inside the job's container
+)
 USES = ("cann.env", "cuda.env", "container.runtime")
 # What to do with a fail/warn (preflight/actions.py): versions are installed configuration.
 ACTIONS = (

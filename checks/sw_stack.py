@@ -39,14 +39,14 @@ import yaml
 
 import preflight
 from preflight import launchenv
-from preflight.checkapi import ClusterContext, CommandOutput, Finding, Probe, Status, cmd, first_line, passed, sh, skipped
+from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Probe, Status, cmd, first_line, passed, sh, skipped
 from preflight.model import worst
 
 ID = "sw.stack"
 SCOPE = "cluster"
 # On a node with a container: inside it. The Megatron tree, MindSpeed and the entry script the job
 # imports are the image's (or its mounts'), the host's copies are not what the job loads.
-WHERE = "job"
+POLICY = Policy(where="job")
 # What to do with a fail/warn (preflight/actions.py): the installed stack is configuration.
 ACTIONS = (
     (r"no Megatron pairing known", "monitor", "an unknown pairing: not known bad"),

@@ -22,33 +22,16 @@ Cluster scope (runs once, over every reachable node)::
     def plan(ctx) -> {node: {name: Probe}}                              # optional: targeted probes
     def evaluate(ctx) -> [Finding]         # summary Finding has node=None; blamed nodes named
 
-Policy (module attributes; the core reads them through the registry, never a list of ids)::
+Policy: one frozen object, `POLICY = Policy(...)` (preflight/policy.py: the fields, their defaults
+and values); the core reads it through the registry, never a list of ids. A misspelt field is a
+TypeError at import, a value outside its set a ContractError::
 
-    GATE = True                 # in `preflight gate`'s fast default set         (default False)
-    DISRUPTIVE = True           # disturbs a running job (traffic, device load, full hashing):
-                                #   `run --sweep` leaves busy nodes out of it     (default False)
-    ON_BUSY = "skip"            # a node check on a busy node in `--sweep`: "run" as usual,
-                                #   "skip" with BUSY_REASON, or "report": the check that decides
-                                #   busy (defines `busy(facts) -> bool`) says busy instead of failing
-    BUSY_REASON = "its ports are in use by the job"   # with ON_BUSY = "skip"
-    TREND_METRIC = ("ping_rtt", True)   # `preflight trend --check ID` default: metric, rising is bad
-    PRIVILEGE = "root"          # what its probes need on the node: "user" (default) or "root";
-                                #   a Probe(root=...) overrides it for one probe
-    PRIVILEGE_GROUP = "HwHiAiUser"  # with "root": a member of this group needs no root for them
-                                #   (npu-smi: root or the HwHiAiUser group)             (default None)
-    WHERE = "job"               # where its probes look on a node with a `container:`: "host"
-                                #   (default: npu-smi, hccn_tool, ports, disks) or "job" (inside
-                                #   the job's container); a Probe(job=...) overrides it for one probe
-    COST = "network"            # "light" (default: reads the node's own state), "network"
-                                #   (traffic between nodes), "heavy" (loads devices, reads data sets)
+    POLICY = Policy(gate=True, privilege="root", privilege_group="HwHiAiUser", backend="ascend")
+    POLICY = Policy(where="job", disruptive=True, cost="heavy", trend_metric=("busbw", False), plan_rounds=2)
+
     ACTIONS = (("link DOWN", "replace_hardware", "source"), ("", "fix_config", "source"))
                                 # what to do with a fail/warn: (regex on the summary, action, where
                                 #   the grading comes from); "" is the fallback (preflight/actions.py)
-    NODE_PARAMS = ("targets",)  # cluster checks: parameters a node's own `checks:` may set; any
-                                #   other per-node parameter of a cluster check is refused at load
-    BACKEND = "ascend"          # node checks: the accelerator backend it applies to ("ascend",
-                                #   "nvidia"); on a node of the other backend the runner skips it
-                                #   with the reason and sends none of its probes (default None: all)
 
 A vendor tool that does not give its answer (docs/writing-a-check.md §4, the one rule): missing,
 or failing with its own error text, on a node that should have it, is a `fail` built by
@@ -75,8 +58,8 @@ framework's quotes would be literal there: `"${X:-{home}}"` was an injection), e
 as `CommandOutput` (rc is data, never an exception).
 
 Privilege is decided per probe by the core, never in a check: a probe that needs root (a Probe's
-`root`, else the check's PRIVILEGE) runs as the login user when that is root (or a member of
-PRIVILEGE_GROUP), under `sudo -n` when the node has `become: sudo`, and otherwise is not run and the
+`root`, else the check's Policy privilege) runs as the login user when that is root (or a member of
+its privilege_group), under `sudo -n` when the node has `become: sudo`, and otherwise is not run and the
 check is `error` "needs root" (docs/SPEC.md §2.9).
 """
 from __future__ import annotations
@@ -88,25 +71,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .model import CommandOutput, Metric, Status, direct_init
-
-# The policy attributes, their defaults and the values each may take (None: any value of that type).
-POLICY: dict[str, tuple[Any, tuple[Any, ...] | None]] = {
-    "GATE": (False, (True, False)),
-    "DISRUPTIVE": (False, (True, False)),
-    "ON_BUSY": ("run", ("run", "skip", "report")),
-    "BUSY_REASON": ("", None),
-    "TREND_METRIC": (None, None),
-    "PRIVILEGE": ("user", ("user", "root")),
-    "PRIVILEGE_GROUP": (None, None),
-    "WHERE": ("host", ("host", "job")),
-    "COST": ("light", ("light", "network", "heavy")),
-    "NODE_PARAMS": ((), None),
-    "BACKEND": (None, (None, "ascend", "nvidia")),
-    "ACTIONS": ((), None),
-}
+from .policy import Policy
 
 __all__ = [
-    "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Probe", "Shell", "Status",
+    "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Policy", "Probe", "Shell", "Status",
     "cmd", "sh", "seq", "q", "require_ok", "first_line", "line_with", "passed", "skipped", "tool_failure",
     "direct_init",
 ]
@@ -232,13 +200,13 @@ def seq(parts: Iterable[Shell], sep: str = "; ") -> Shell:
 @dataclass(frozen=True)
 class Probe:
     """A command with its own timeout (seconds; None: the node's probe_timeout) and privilege
-    (`root=None`: as the check's PRIVILEGE declares). Build it with `cmd()` (or `Probe.of`), which
+    (`root=None`: as the check's Policy privilege declares). Build it with `cmd()` (or `Probe.of`), which
     quotes every value; `cmd` holds the finished shell text."""
 
     cmd: str
     timeout: float | None = None
     root: bool | None = None
-    job: bool | None = None  # inside the job's container (None: as the check's WHERE)
+    job: bool | None = None  # inside the job's container (None: as the check's Policy where)
 
     @classmethod
     def of(cls, template: str, /, *, timeout: float | None = None, **values: Any) -> "Probe":

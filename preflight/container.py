@@ -1,6 +1,6 @@
 """The job's container: how a job-side probe reaches it (docs/SPEC.md §2.10).
 
-A check declares where it looks (checkapi's WHERE: "host" or "job"). On a node whose inventory
+A check declares where it looks (its Policy's `where`: "host" or "job"). On a node whose inventory
 names a `container:`, the runner marks each job-side probe for the runtime, here and nowhere
 else, so every check gets the same quoting, timeout and clean-up. One probe, as recorded and
 replayed (its identity):

@@ -2,7 +2,7 @@
 them by id, prefix or policy.
 
 Everything the core knows about a check comes from the module itself (checkapi's contract and its
-POLICY attributes): the gate's fast set, what the sweep does on a busy node, the default trend
+POLICY, a checkapi.Policy): the gate's fast set, what the sweep does on a busy node, the default trend
 metric, the privilege and cost of its probes. Selection is derived from the checks, never listed
 beside them, so a new check module needs no edit anywhere else."""
 from __future__ import annotations
@@ -14,6 +14,9 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any, Iterator, Mapping, NamedTuple
 
+from .policy import FIELDS as POLICY_FIELDS
+from .policy import ContractError, Policy
+
 CONNECT_ID = "ssh.connect"
 BACKEND_NAMES = {"ascend": "Ascend", "nvidia": "NVIDIA"}
 WHERE_WORDS = {"host": "the host", "job": "the job's container where the node has one (container:), else the host"}
@@ -21,24 +24,22 @@ WHERE_WORDS = {"host": "the host", "job": "the job's container where the node ha
 
 @dataclass(frozen=True)
 class CheckInfo:
+    """A discovered check: its identity and contract (module attributes) and its POLICY. The
+    policy's fields read as the CheckInfo's own (`info.gate`, `info.plan_rounds`)."""
+
     id: str
     scope: str
     module: ModuleType
     requires: tuple[str, ...]
     uses: tuple[str, ...]
     defaults: dict[str, Any]
-    gate: bool = False
-    disruptive: bool = False
-    on_busy: str = "run"
-    busy_reason: str = ""
-    trend_metric: tuple[str, bool] | None = None
-    privilege: str = "user"
-    privilege_group: str | None = None
-    where: str = "host"
-    cost: str = "light"
-    node_params: tuple[str, ...] = ()
+    policy: Policy = Policy()
     actions: tuple = ()  # preflight.actions.Rule rows from the module's ACTIONS
-    backend: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name in POLICY_FIELDS:
+            return getattr(self.policy, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def applies_to(self, backend: str) -> bool:
         """Whether this check runs on a node of `backend` (ascend | nvidia)."""
@@ -94,44 +95,28 @@ def module_name(check_id: str) -> str:
     return check_id.replace(".", "_", 1)
 
 
-class ContractError(TypeError):
-    """A check module breaks checkapi's contract (a bug in that module, found at discovery)."""
+def policy(module: ModuleType) -> Policy:
+    """The module's POLICY (a checkapi.Policy, validated when it was made; Policy() without one)."""
+    declared = getattr(module, "POLICY", Policy())
+    if not isinstance(declared, Policy):
+        raise ContractError(f"{module.__name__}: POLICY must be a checkapi.Policy(...), got {type(declared).__name__}")
+    if declared.on_busy == "report" and not callable(getattr(module, "busy", None)):
+        raise ContractError(f"{module.__name__}: Policy(on_busy='report') needs a busy(facts) function")
+    return declared
 
 
-def policy(module: ModuleType) -> dict[str, Any]:
-    """The module's POLICY attributes (checkapi.POLICY), defaults filled in, values validated."""
-    from .checkapi import POLICY
-
-    out: dict[str, Any] = {}
-    for name, (default, allowed) in POLICY.items():
-        value = getattr(module, name, default)
-        if allowed is not None and value not in allowed:
-            raise ContractError(f"{module.__name__}: {name} = {value!r}; expected one of {allowed!r}")
-        out[name.lower()] = value
-    if out["trend_metric"] is not None:
-        metric = tuple(out["trend_metric"])
-        if len(metric) != 2 or not isinstance(metric[0], str) or not isinstance(metric[1], bool):
-            raise ContractError(f"{module.__name__}: TREND_METRIC must be (metric name, rising is bad)")
-        out["trend_metric"] = metric
-    out["node_params"] = tuple(out["node_params"])
-    if out["privilege_group"] is not None and (out["privilege"] != "root" or not isinstance(out["privilege_group"], str)):
-        raise ContractError(f"{module.__name__}: PRIVILEGE_GROUP names a group (a string) and needs PRIVILEGE = 'root'")
+def _actions(module: ModuleType) -> tuple:
     from .actions import RuleError, rules
     try:
-        out["actions"] = rules(out["actions"], module.__name__)
+        return rules(getattr(module, "ACTIONS", ()), module.__name__)
     except RuleError as exc:
         raise ContractError(str(exc)) from None
-    if out["on_busy"] == "skip" and not out["busy_reason"]:
-        raise ContractError(f"{module.__name__}: ON_BUSY = 'skip' needs a BUSY_REASON")
-    if out["on_busy"] == "report" and not callable(getattr(module, "busy", None)):
-        raise ContractError(f"{module.__name__}: ON_BUSY = 'report' needs a busy(facts) function")
-    return out
 
 
 def _info(m: ModuleType) -> CheckInfo:
     return CheckInfo(id=m.ID, scope=getattr(m, "SCOPE", "node"), module=m,
                      requires=tuple(getattr(m, "REQUIRES", ())), uses=tuple(getattr(m, "USES", ())),
-                     defaults=dict(getattr(m, "DEFAULTS", {})), **policy(m))
+                     defaults=dict(getattr(m, "DEFAULTS", {})), policy=policy(m), actions=_actions(m))
 
 
 class _Checks(Mapping[str, CheckInfo]):
@@ -198,12 +183,13 @@ class _Scanned(NamedTuple):
 
 @lru_cache(maxsize=1)
 def _scan() -> tuple[_Scanned, ...] | None:
-    """Every check module's ID, SCOPE, GATE and docstring, read from its source without importing
+    """Every check module's ID, SCOPE, POLICY's gate and docstring, read from its source without importing
     it, in discover()'s order; None when any module cannot be read so.
 
     Why: importing every check with its helpers costs ~0.2 s of CPU (mostly their dataclasses,
     each compiled when its class is created), and listing the checks or choosing the gate's set
-    needs only these literals. Only top-level `NAME = <literal>` assignments count; anything else
+    needs only these literals. Only top-level `NAME = <literal>` assignments (and POLICY's `gate=`
+    keyword, _scanned_gate) count; anything else
     (a value that is not a literal, one assigned twice, a check that is a package, no source at
     hand) and the caller imports the modules after all: the answer never differs, only its cost
     (tests/core/test_listing.py holds every shipped check to it)."""
@@ -212,7 +198,7 @@ def _scan() -> tuple[_Scanned, ...] | None:
 
     from . import checks as _pkg
 
-    assign = re.compile(r"^(ID|SCOPE|GATE)[ \t]*(?::[^=\n]*)?=[ \t]*(.+?)[ \t]*(?:#[^\n]*)?$", re.M)
+    assign = re.compile(r"^(ID|SCOPE)[ \t]*(?::[^=\n]*)?=[ \t]*(.+?)[ \t]*(?:#[^\n]*)?$", re.M)
     docstring = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*([rRuU]?(\"\"\"|\'\'\')[\s\S]*?\2)")
     rows = []
     try:
@@ -230,7 +216,10 @@ def _scan() -> tuple[_Scanned, ...] | None:
                 if re.search(r"^ID\b", source, re.M):
                     return None
                 continue  # not a check (discover() skips it too)
-            cid, scope, gate = found["ID"], found.get("SCOPE", "node"), found.get("GATE", False)
+            gate = _scanned_gate(source)
+            if gate is None:
+                return None
+            cid, scope = found["ID"], found.get("SCOPE", "node")
             if not (isinstance(cid, str) and isinstance(scope, str) and isinstance(gate, bool)):
                 return None
             m = docstring.match(source)
@@ -239,6 +228,46 @@ def _scan() -> tuple[_Scanned, ...] | None:
         return None
     rows.sort(key=lambda r: (r.id != CONNECT_ID, r.scope != "node", r.id))
     return tuple(rows)
+
+
+def _scanned_gate(source: str) -> bool | None:
+    """The `gate=` keyword of the module's top-level `POLICY = Policy(...)` (False without one or
+    without POLICY); None when it is not a plain literal or POLICY is assigned otherwise."""
+    import ast
+    import io
+    import re
+    import tokenize
+
+    starts = list(re.finditer(r"^POLICY\b", source, re.M))
+    if not starts:
+        return False
+    if len(starts) > 1:
+        return None
+    depth, end = 0, None
+    tokens = tokenize.generate_tokens(io.StringIO(source[starts[0].start():]).readline)
+    try:
+        for tok in tokens:
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+                if depth == 0:
+                    end = tok.end
+                    break
+    except tokenize.TokenError:
+        return None
+    if end is None:
+        return None
+    rest = source[starts[0].start():].splitlines(keepends=True)
+    call = ast.parse("".join(rest[:end[0] - 1]) + rest[end[0] - 1][:end[1]]).body[0]
+    if not (isinstance(call, (ast.Assign, ast.AnnAssign)) and isinstance(call.value, ast.Call)):
+        return None
+    for kw in call.value.keywords:
+        if kw.arg is None:
+            return None
+        if kw.arg == "gate":
+            return kw.value.value if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, bool) else None
+    return False
 
 
 def listing() -> list[tuple[str, str, str, bool]]:

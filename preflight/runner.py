@@ -432,7 +432,7 @@ class Runner:
         ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.connected and not r.internal}
         contexts = {c.id: self._context(c, ok) for c in cluster}
         errors: dict[str, Exception] = {}
-        rounds = {c.id: int(getattr(c.module, "PLAN_ROUNDS", 1)) for c in cluster}
+        rounds = {c.id: c.plan_rounds for c in cluster}
         pending = [c for c in cluster if c.has("plan") and c.id in self.reported]
         while pending and not self.cancel.is_set():
             plans = self._plan_round(pending, contexts, ok, errors, rounds)
@@ -446,7 +446,7 @@ class Runner:
 
     def _plan_round(self, pending: list[CheckInfo], contexts, ok, errors, rounds) -> dict[str, dict]:
         """node -> check -> probes for one round. A check is asked again (with ctx.planned filled)
-        while it returns probes and has rounds left (module PLAN_ROUNDS, default 1)."""
+        while it returns probes and has rounds left (its Policy's plan_rounds, default 1)."""
         plans: dict[str, dict[str, dict[str, Probe]]] = {}
         for c in list(pending):
             rounds[c.id] -= 1

@@ -125,43 +125,72 @@ def test_has_a_passing_and_a_failing_case(cid):
     assert re.search(r"Status\.FAIL|[\"']fail[\"']", text), f"{cid}: no test asserts a failing outcome"
 
 
-# ---------------------------------------------------------------- policy (checkapi.POLICY)
+# ---------------------------------------------------------------- policy (checkapi.Policy)
+
+# Module constants the core read before POLICY held them all: a check that still sets one would
+# have it silently ignored now, so it is refused here.
+OLD_POLICY_CONSTANTS = ("GATE", "DISRUPTIVE", "ON_BUSY", "BUSY_REASON", "TREND_METRIC", "PRIVILEGE",
+                        "PRIVILEGE_GROUP", "WHERE", "COST", "NODE_PARAMS", "BACKEND", "PLAN_ROUNDS")
+
 
 @pytest.mark.parametrize("cid", IDS)
-def test_policy_is_declared_with_known_values(cid):
-    """Whatever the core needs to know about a check is an attribute of the module itself."""
-
-    from preflight.checkapi import POLICY
-    from preflight.registry import policy
+def test_policy_is_one_object_with_known_values(cid):
+    """Whatever the core needs to know about a check is its POLICY, one checkapi.Policy."""
+    from preflight.checkapi import Policy
 
     info = ALL[cid]
-    declared = policy(info.module)  # raises ContractError on a value outside checkapi.POLICY
-    assert set(declared) == {k.lower() for k in POLICY}
-    for name in POLICY:
-        assert getattr(info, name.lower()) == declared[name.lower()], f"{cid}: registry lost {name}"
+    mod = info.module
+    declared = getattr(mod, "POLICY", Policy())
+    assert isinstance(declared, Policy), f"{cid}: POLICY must be a checkapi.Policy(...)"
+    assert info.policy == declared, f"{cid}: the registry lost its POLICY"
+    loose = [name for name in OLD_POLICY_CONSTANTS if hasattr(mod, name)]
+    assert not loose, f"{cid}: {loose} are Policy fields now (POLICY = Policy({loose[0].lower()}=...)): the core ignores them"
     if info.scope == "node":
-        assert not info.node_params, f"{cid}: NODE_PARAMS is for cluster checks (a node check's parameters are per node)"
-    assert set(info.node_params) <= set(info.defaults), f"{cid}: NODE_PARAMS names parameters it does not have"
+        assert not info.node_params, f"{cid}: node_params is for cluster checks (a node check's parameters are per node)"
+        assert info.plan_rounds == 1, f"{cid}: plan_rounds is for cluster checks with plan()"
+    elif info.plan_rounds > 1:
+        assert info.has("plan"), f"{cid}: plan_rounds without plan()"
+    assert set(info.node_params) <= set(info.defaults), f"{cid}: node_params names parameters it does not have"
     if info.gate:
         assert info.scope == "node" and info.cost == "light", f"{cid}: the gate's fast set is light node checks"
     if info.disruptive or info.cost != "light":
         assert not info.gate, f"{cid}: a disruptive or costly check cannot be in the gate's fast set"
     if info.trend_metric:
         metric = info.trend_metric[0]
-        source = "\n".join(line for line in Path(info.module.__file__).read_text().splitlines()
-                           if not line.startswith("TREND_METRIC"))
-        assert f'"{metric}"' in source, f"{cid}: TREND_METRIC {metric!r} is never emitted"
+        source = Path(mod.__file__).read_text()
+        assert source.count(f'"{metric}"') >= 2, f"{cid}: trend_metric {metric!r} is never emitted"
 
 
-def test_a_bad_policy_value_is_refused_at_discovery():
+@pytest.mark.parametrize("kwargs", [
+    {"on_busy": "sometimes"}, {"privilege": "admin"}, {"cost": "cheap"}, {"where": "pod"},
+    {"backend": "tpu"}, {"gate": 1}, {"on_busy": "skip"}, {"trend_metric": ("rtt",)},
+    {"privilege_group": "HwHiAiUser"}, {"plan_rounds": 0}, {"node_params": (1,)},
+])
+def test_a_bad_policy_value_is_refused_when_made(kwargs):
+    from preflight.checkapi import Policy
+    from preflight.registry import ContractError
+
+    with pytest.raises(ContractError):
+        Policy(**kwargs)
+
+
+def test_a_misspelt_policy_field_is_an_error_at_import():
+    from preflight.checkapi import Policy
+
+    with pytest.raises(TypeError, match="disruptve"):
+        Policy(disruptve=True)  # type: ignore[call-arg]
+
+
+def test_on_busy_report_needs_a_busy_function():
     import types
 
+    from preflight.checkapi import Policy
     from preflight.registry import ContractError, policy
 
-    for attrs in ({"ON_BUSY": "sometimes"}, {"PRIVILEGE": "admin"}, {"COST": "cheap"},
-                  {"ON_BUSY": "skip"}, {"ON_BUSY": "report"}, {"TREND_METRIC": ("rtt",)}):
-        with pytest.raises(ContractError):
-            policy(types.SimpleNamespace(__name__="checks.fake", **attrs))
+    with pytest.raises(ContractError, match="busy"):
+        policy(types.SimpleNamespace(__name__="checks.fake", POLICY=Policy(on_busy="report")))
+    with pytest.raises(ContractError, match="checkapi.Policy"):
+        policy(types.SimpleNamespace(__name__="checks.fake", POLICY={"gate": True}))
 
 
 def test_the_core_names_no_check_but_ssh_connect():
@@ -181,7 +210,7 @@ def test_the_core_names_no_check_but_ssh_connect():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ALL:
                 if node.value != CONNECT_ID or rel.as_posix() != "registry.py":
                     offenders.append(f"preflight/{rel}:{node.lineno}: {node.value!r}")
-    assert not offenders, "check ids in core code (make it a policy attribute):\n" + "\n".join(offenders)
+    assert not offenders, "check ids in core code (make it a Policy field):\n" + "\n".join(offenders)
 
 
 def test_checks_have_one_import_name_and_no_top_level_module(tmp_path):

@@ -8,7 +8,7 @@ from .common import fail_usage, safe_echo
 
 
 @click.command("list-checks")
-@click.option("--gate", "gate_only", is_flag=True, help="Only the gate's fast set (checks that declare GATE).")
+@click.option("--gate", "gate_only", is_flag=True, help="Only the gate's fast set (checks whose policy says gate=True).")
 def list_checks(gate_only: bool) -> None:
     """Every check: id, scope, one line of what it checks."""
     from ..registry import listing  # the modules' literals, read without importing them (~0.2 s less)

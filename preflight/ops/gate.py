@@ -82,7 +82,7 @@ def _safe_name(name: str) -> str:
 
 
 def gate_checks(checks: list[str] | None, local: bool) -> list[str]:
-    """The selection: the fast set (every check that declares GATE) unless given (a given one is
+    """The selection: the fast set (every check whose Policy says gate=True) unless given (a given one is
     validated by the runner); with --local, node-scope checks only: a prolog runs on
     every node at once, and cross-node probes belong in the batch script."""
     every = discover()

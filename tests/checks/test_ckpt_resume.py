@@ -23,7 +23,7 @@ def _run(job, nodes=("node01", "node02"), params=None):
     """The runner's two plan rounds, every node on this host's filesystem (one storage group)."""
     ctx = ClusterContext(nodes={n: Node(n, n) for n in nodes}, facts={n: {} for n in nodes},
                          params={**check.DEFAULTS, **(params or {})}, planned={}, job=job)
-    for _ in range(check.PLAN_ROUNDS):
+    for _ in range(check.POLICY.plan_rounds):
         for node, probes in check.plan(ctx).items():
             ctx.planned.setdefault(node, {}).update({k: _sh(p.cmd) for k, p in probes.items()})
     return check.evaluate(ctx)

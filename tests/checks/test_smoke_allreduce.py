@@ -367,7 +367,7 @@ def _rank_line(cfg, wrong=False, bw=1.0, hang=False):
     return rec
 
 
-def drive(c, fleet, rounds=S.PLAN_ROUNDS):
+def drive(c, fleet, rounds=S.POLICY.plan_rounds):
     """What the runner does: plan() again while it returns probes; every probe's output from `fleet`
     (a function of the rank configs of one group)."""
     for _ in range(rounds):

@@ -9,7 +9,7 @@ import pytest
 from preflight import actions
 from preflight.ascend import fault_codes
 from preflight.model import Result, Status
-from preflight.registry import ContractError, discover, policy
+from preflight.registry import ContractError, _actions, discover
 
 ALL = discover()
 
@@ -49,7 +49,7 @@ def test_bad_rows_are_the_modules_bug(row, why):
     mod = types.ModuleType("preflight.checks.fake")
     mod.ACTIONS = (row,)
     with pytest.raises(ContractError, match=why.replace("(", r"\(").replace(")", r"\)")):
-        policy(mod)
+        _actions(mod)
 
 
 def test_npu_codes_graded_as_the_vendor_table_says():

@@ -54,7 +54,7 @@ def test_decide_from_what_the_node_has():
 
 
 def _with_backend(info, backend):
-    return dataclasses.replace(info, backend=backend)
+    return dataclasses.replace(info, policy=dataclasses.replace(info.policy, backend=backend))
 
 
 def test_auto_nodes_get_their_backend_and_other_backend_checks_skip_without_probes(checks, inventory):

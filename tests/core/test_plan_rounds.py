@@ -1,8 +1,10 @@
 """Cluster checks that plan more than one round (smoke.allreduce's re-pairing): plan() is asked
-again with ctx.planned filled, up to the module's PLAN_ROUNDS, and stops when it returns nothing."""
+again with ctx.planned filled, up to its Policy's plan_rounds, and stops when it returns nothing."""
 from __future__ import annotations
 
-from preflight.checkapi import Finding, cmd
+from dataclasses import replace
+
+from preflight.checkapi import Finding, Policy, cmd
 from preflight.model import Status
 from preflight.runner import Options, Runner
 from preflight.transport.local import LocalTransport
@@ -23,9 +25,7 @@ def two_round_check(rounds: int, calls: list):
         seen = {n: {k: o.stdout.strip() for k, o in sorted(outs.items())} for n, outs in sorted(ctx.planned.items())}
         return [Finding(Status.PASS, f"saw {seen}")]
 
-    info = cluster_check("fake.rounds", evaluate, plan=plan)
-    info.module.PLAN_ROUNDS = rounds
-    return info
+    return replace(cluster_check("fake.rounds", evaluate, plan=plan), policy=Policy(plan_rounds=rounds))
 
 
 def test_second_round_sees_the_first_and_both_outputs_reach_evaluate(checks, inventory):

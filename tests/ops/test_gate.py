@@ -60,7 +60,7 @@ def test_gate_limit_takes_a_slurm_hostlist(cluster):
 
 
 def test_gate_default_subset_and_deadline():
-    # the fast set is what the checks declare (GATE = True), never a list in the core
+    # the fast set is what the checks declare (Policy(gate=True)), never a list in the core
     assert sorted(gate.gate_checks(None, local=False)) == sorted(
         ["ssh.connect", "npu.health", "npu.idle", "cann.env", "hccn.link", "hccn.ip", "env.comm", "net.ports",
          "gpu.health", "gpu.idle", "gpu.topology", "cuda.env", "ib.link"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from preflight.checkapi import passed
+from preflight.checkapi import Policy, passed
 from preflight.inventory import load
 from preflight.model import CommandOutput, Status
 from preflight.registry import CheckInfo
@@ -37,13 +37,13 @@ def _fake_disruptive(seen: dict):
         seen["nodes"] = sorted(ctx.nodes)
         return [passed(f"ran on {len(ctx.nodes)} nodes")]
     mod = types.SimpleNamespace(plan=lambda ctx: {}, evaluate=evaluate)
-    return CheckInfo("smoke.allreduce", "cluster", mod, (), (), {}, disruptive=True)
+    return CheckInfo("smoke.allreduce", "cluster", mod, (), (), {}, Policy(disruptive=True))
 
 
 def _run(tmp_path, cls, checks, seen=None):
     transport = ScriptedTransport({"node01": _answer(BUSY), "node02": _answer(IDLE)})
     runner = cls(_inventory(tmp_path), transport, Options(checks=checks))
-    if seen is not None:  # a stand-in disruptive check (DISRUPTIVE = True)
+    if seen is not None:  # a stand-in disruptive check (Policy(disruptive=True))
         runner.every = {**runner.every, "smoke.allreduce": _fake_disruptive(seen)}
         runner.reported.append("smoke.allreduce")
         runner.active.append("smoke.allreduce")
