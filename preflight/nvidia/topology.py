@@ -5,10 +5,13 @@
   `NUMA Affinity` and on newer drivers `GPU NUMA ID`), one row per GPU (`GPU0  X  NV18 ...`), NIC
   rows, then `Legend:`. The tool separates cells with TABs; copies pasted into issues have spaces,
   so cells are split on any whitespace (no link cell has a space: `X`, `SYS`, `NODE`, `PHB`, `PXB`,
-  `PIX`, `NV#` = a bonded set of # NVLinks). Only GPU-to-GPU cells are read.
+  `PIX`, `NV#` = a bonded set of # NVLinks). Only GPU-to-GPU cells are read. A real H200 on driver
+  580 underlines the header row with ESC[4m ... ESC[0m even into a pipe; the transport removes
+  escapes before any parser sees the text (preflight/transport/clean.py).
 * `nvlink -s` (samples: nvidia-smi_nvlink_*): `GPU N: <name> (UUID: ...)`, then `Link K: 26.562 GB/s`
   per link, or `Link K: <inactive>`; a GPU with no active link prints `NVML: Unable to retrieve
-  NVLink information as all links are inActive` instead of link lines.
+  NVLink information as all links are inActive` instead of link lines; a GPU without NVLink peers (the
+  one-GPU H200 sample) prints nothing at all, exit 0.
 """
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..model import CommandOutput, direct_init
+from .clean import clean, suspect
 
 DEFAULT_CAP = 1 << 20  # bytes kept per stream; the rest is dropped on the node
 KILL_GRACE_S = 2
@@ -392,7 +393,15 @@ def _not_run(token: bytes, err: bytes, t0: bytes) -> CommandOutput:
 
 
 def _text(data: bytes, cap: int, errors: str = "replace") -> str:
-    """Decode defensively: vendor tools and broken locales print anything."""
+    """Decode defensively: vendor tools and broken locales print anything. Terminal escapes and
+    stray control characters go here, the one place every probe's output passes (transport/clean.py);
+    a job batch's frames (surrogateescape) are kept byte for byte: each probe in them is cleaned
+    when they are unwrapped."""
     if len(data) > cap:  # the node sent cap+1 bytes: there was more
-        return data[:cap].decode("utf-8", errors=errors) + TRUNCATED_MARK.format(cap=cap)
-    return data.decode("utf-8", errors=errors)
+        data, mark = data[:cap], TRUNCATED_MARK.format(cap=cap)
+    else:
+        mark = ""
+    text = data.decode("utf-8", errors=errors)
+    if errors == "replace" and suspect(data):
+        text = clean(text)
+    return text + mark

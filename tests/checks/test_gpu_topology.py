@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
+
+from preflight.node import Node
+from preflight.transport.batch import ProbeSpec
+from preflight.transport.local import LocalTransport
 
 from preflight.checkapi import ParseError, Status
 from preflight.checks import gpu_topology as check
@@ -18,6 +23,9 @@ PAIR_TOPO = fixture_body("nvidia-smi_topo_-m__RTXA6000_3gpu_NV4_pair__siboehm-be
 PAIR_LINKS = fixture_body("nvidia-smi_nvlink_-s__RTXA6000_3gpu_one_all_inactive__siboehm-bench.txt")
 V100_LINKS = fixture_body("nvidia-smi_nvlink_-s__V100_links_inactive__azhpc-diagnostics-issue73.txt")
 A100_LINKS = fixture_body("nvidia-smi_nvlink_--status__A100__gpud-fixture.txt")
+H200_TOPO = "nvidia-smi_topo_-m__H200_1gpu_ANSI_header_580__real-capture.txt"
+H200_LINKS = "nvidia-smi_nvlink_-s__H200_1gpu_EMPTY_rc0_580__real-capture.txt"
+H200_Q = fixture_body("nvidia-smi_-q__H200_1gpu_580__real-capture.txt")
 
 
 def run(topo, links="", query=A10_Q, links_rc=0):
@@ -113,3 +121,34 @@ def test_a_failing_topo_command_skips_and_nvlink_failing_is_not_fatal():
 def test_an_nvlink_answer_without_gpu_lines_leaves_the_matrix_to_decide():
     [f] = run(PAIR_TOPO, "NVML: Unable to retrieve NVLink information as all links are inActive\n")
     assert f.status is Status.WARN and f.details["failed_devices"] == [2] and "inactive" not in f.summary
+
+
+def _received(tmp_path, names: dict[str, str]) -> dict:
+    """The real captures' bytes as preflight receives them: `cat` of each body run through the
+    local transport (the decoding every transport shares, which cleans terminal escapes)."""
+    specs = []
+    for key, name in names.items():
+        f = tmp_path / key
+        f.write_bytes(fixture_body(name).encode())
+        specs.append(ProbeSpec(key, f"cat {f}", 10))
+    session = LocalTransport().connect(Node("n1", "localhost"), threading.Event())
+    try:
+        return session.run(specs, threading.Event())
+    finally:
+        session.close()
+
+
+def test_real_h200_one_gpu_topo_with_terminal_escapes_skips(tmp_path):
+    # The real H200 (driver 580) underlines its header row with ESC[4m ... ESC[0m even into a pipe,
+    # has one GPU (no peer column) and `nvlink -s` prints nothing with exit 0.
+    raw = fixture_body(H200_TOPO)
+    assert "\x1b[4mGPU0" in raw
+    with pytest.raises(ParseError):
+        topology.parse_topo(raw)  # why the escapes must go before a parser sees the text
+    outputs = _received(tmp_path, {check.TOPO_PROBE: H200_TOPO, check.NVLINK_PROBE: H200_LINKS})
+    assert outputs[check.NVLINK_PROBE].stdout == "" and outputs[check.NVLINK_PROBE].rc == 0
+    t = topology.parse_topo(outputs[check.TOPO_PROBE].stdout)
+    assert t.gpus == 1 and t.cells == {}
+    facts = check.parse({**outputs, nv.QUERY_PROBE: out(H200_Q)})
+    [f] = check.evaluate(facts, check.DEFAULTS, node(devices=1))
+    assert f.status is Status.SKIP and f.summary == "1 GPU on this node: no GPU pair to judge"

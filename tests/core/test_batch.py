@@ -381,3 +381,11 @@ def test_remote_command_runs_under_sh_when_bash_is_absent(tmp_path):
 def test_probe_timeout_is_at_least_one_second_and_integer():
     script = driver_script([ProbeSpec("a", "true", 0.2), ProbeSpec("b", "true", 7.9)], "n")
     assert "pf 0 1 - true" in script and "pf 1 7 - true" in script
+
+
+def test_terminal_escapes_and_stray_controls_never_reach_a_parser():
+    # A real H200's `topo -m` underlines its header (ESC[4m ... ESC[0m) into a pipe; hostile output
+    # may set the title (OSC), ring (BEL) or backspace over text. TAB, CR, LF and NUL (`env -0`) stay.
+    printf = r"printf 'a\033[4mGPU0\033[0m\tb\033]0;title\007c\033]8;;x\033\\d\010e\007\r\n\000z'"
+    got = local_run([ProbeSpec("p", printf + "; printf '\\033[31merr\\033[0m' >&2", 10)])["p"]
+    assert got.stdout == "aGPU0\tbcde\r\n\x00z" and got.stderr == "err"
