@@ -33,13 +33,15 @@ from preflight import launchenv
 from preflight.ascend import hccn_common as common
 from preflight.ascend import ranktable as rt
 from preflight.ascend import spod_info
-from preflight.checkapi import (ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line,
+from preflight.checkapi import (ClusterContext, Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line,
                                 passed, seq, sh)
 from preflight.model import worst
 
 ID = "hccl.ranktable"
 SCOPE = "cluster"
-WHERE = "job"  # the table is read where the job reads it: inside its container when there is one
+POLICY = Policy(
+    where="job",  # the table is read where the job reads it: inside its container when there is one
+)
 USES = ("hccn.ip", "npu.health")
 ACTIONS = (
     (r"not healthy", "replace_hardware", "a device the table names is unhealthy: npu.health's fault"),
