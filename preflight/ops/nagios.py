@@ -13,6 +13,7 @@ import re
 from ..model import NodeStateKind, Report, Status
 from ..nodeset import fold
 from ..registry import CONNECT_ID
+from ..report import nodetext
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
@@ -24,7 +25,16 @@ UOM = {"bytes": ("B", 1.0), "B": ("B", 1.0), "MB": ("MB", 1.0), "KB": ("KB", 1.0
 
 
 def _label(text: str) -> str:
-    return f"'{text}'" if re.search(r"[\s='|]", text) else text
+    """A perfdata label: quoted when it holds a space, `=` or a quote (a quote doubled, as the
+    plugin guidelines say); `|` and control characters cannot be quoted, so they are replaced."""
+    text = _text(text)
+    return "'" + text.replace("'", "''") + "'" if re.search(r"[\s=']", text) else text
+
+
+def _text(text: str) -> str:
+    """Node text on a plugin output line: one line, and no `|` (Nagios reads perfdata after the
+    first `|` of any line)."""
+    return nodetext.one_line(text).replace("|", "/")
 
 
 def _num(v: float) -> str:
@@ -71,12 +81,12 @@ def state(report: Report) -> int:
 
 
 def _problems(report: Report) -> list[str]:
-    lines = [f"{n.name}: {n.state.value}{': ' + n.error if n.error else ''}"
+    lines = [_text(f"{n.name}: {n.state.value}{': ' + n.error if n.error else ''}")
              for n in report.nodes if n.state is not NodeStateKind.OK]
     order = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2}
     rows = sorted((r for r in report.results if r.status in order and not
                    (r.check == CONNECT_ID and r.status is Status.ERROR)), key=lambda r: order[r.status])
-    lines += [f"{r.node or '_cluster'} {r.check} {r.status.value}: {r.summary}" for r in rows]
+    lines += [_text(f"{r.node or '_cluster'} {r.check} {r.status.value}: {r.summary}") for r in rows]
     return [line[:200] for line in lines]
 
 
@@ -96,7 +106,7 @@ def output(report: Report) -> tuple[int, str]:
         if len(perf) + len(item) + 1 > MAX_BYTES // 2:
             break
         perf += (" " if perf else "") + item
-    first = f"PREFLIGHT {NAMES[code]} - {head[:500]} | {perf}"
+    first = f"PREFLIGHT {NAMES[code]} - {_text(head[:500])} | {perf}"
     lines = [first]
     problems = _problems(report)
     lines += problems[:MAX_LONG_LINES]
@@ -106,7 +116,7 @@ def output(report: Report) -> tuple[int, str]:
 
 
 def unknown(message: str) -> tuple[int, str]:
-    return UNKNOWN, f"PREFLIGHT UNKNOWN - {message}"[:MAX_BYTES]
+    return UNKNOWN, f"PREFLIGHT UNKNOWN - {_text(message)}"[:MAX_BYTES]
 
 
 def _cap(text: str) -> str:

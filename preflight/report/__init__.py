@@ -60,6 +60,9 @@ def render(report: "Report", fmt: str) -> str:
 
 
 def _render(report: "Report", fmt: str) -> str:
+    if fmt not in ("table", "json", "jsonl"):  # the table cleans its own; JSON escapes as JSON does
+        from . import nodetext
+        report = nodetext.report(report)
     if fmt == "table":
         from . import table
         buf = io.StringIO()

@@ -4,6 +4,7 @@ preflight.result/1, the schema's `$defs/record`), for log shippers and `jq -c` p
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -48,11 +49,17 @@ _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.O
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"), check_circular=False)
 
 
+# JSON escapes C0 itself; DEL, C1 (0x9b is an 8-bit CSI) and the bidi overrides it writes raw,
+# where a terminal showing the report would act on them: \uXXXX is the same JSON string.
+_RAW_CONTROL = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def _encode(doc: Any) -> str:
     try:
-        return orjson.dumps(doc, default=str, option=_OPTIONS).decode()
+        text = orjson.dumps(doc, default=str, option=_OPTIONS).decode()
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return _ENCODER.encode(doc)
+        text = _ENCODER.encode(doc)
+    return _RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _RAW_CONTROL.search(text) else text
 
 
 def render(report: Report) -> str:

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from ..model import NodeStateKind, Report, Status
 from ..nodeset import fold
+from . import nodetext
 from .group import by_node, condensed, grouped, sections
 
 STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "yellow",
@@ -81,6 +82,8 @@ def matrix(report: Report) -> Table:
 
 
 def render(report: Report, console: Console) -> None:
+    """On a terminal too (cli.common.emit): node text never carries an escape sequence there."""
+    report = nodetext.report(report)
     parts = [header(report), Text(""), checklist(report)]
     if len(report.nodes) >= MATRIX_FROM_NODES:
         parts += [Text(""), matrix(report)]
