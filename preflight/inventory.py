@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from . import inventory_ansible, inventory_ini, nodeset, redact
+from . import inventory_ansible, inventory_ini, inventory_ranktable, nodeset, redact
 from .container import RUNTIMES, Container
 from .errors import InventoryError  # defined there so config.py needs no YAML; importers use this name
 from .node import JumpHop, Node, parse_jump
@@ -95,7 +95,7 @@ class Inventory:
     cluster: str | None = None
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     job: dict[str, Any] | None = None
-    fmt: str = "preflight"  # preflight | ansible-yaml | ansible-ini
+    fmt: str = "preflight"  # preflight | ansible-yaml | ansible-ini | rank-table
     # node name -> [(node key, variable, line)]: which Ansible variables set what (inventory show)
     origins: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
 
@@ -662,6 +662,8 @@ def _node(name: str, s: dict[str, Any], line: int, cfg: _SSHConfig | None, where
 def _read(p: Path, text: str, ctx: _Ctx):
     """Which format the file is, from its content (Ansible tries YAML, then INI, whatever the file's
     name): -> (format, entries, top-level settings, origins)."""
+    if inventory_ranktable.is_table_text(text):  # an HCCL rank table itself (hccl.json)
+        return _rank_table(ctx, p, text, None)
     yaml_error: InventoryError | None = None
     try:
         doc = _load_yaml(p, text)
@@ -669,6 +671,8 @@ def _read(p: Path, text: str, ctx: _Ctx):
         if "alias bomb" in str(exc):
             raise
         doc, yaml_error = None, exc
+    if isinstance(doc, _Map) and inventory_ranktable.names_table(doc):  # rank_table: hccl.json + defaults
+        return _rank_table(ctx, p, text, doc)
     if isinstance(doc, _Map):
         groups_only = all(v is None or isinstance(v, dict) for v in doc.values())  # Ansible: every key a group
         if "nodes" in doc or ("all" not in doc and (not groups_only or any(k in TOP_KEYS for k in doc))):
@@ -695,6 +699,18 @@ def _read(p: Path, text: str, ctx: _Ctx):
 
 
 _NO_TOP: dict[str, Any] = {"cluster": None, "checks": {}, "job": None}
+
+
+def _rank_table(ctx: _Ctx, p: Path, text: str, doc: _Map | None):
+    """An HCCL rank table read as the nodes of a preflight inventory (preflight/inventory_ranktable.py)."""
+    entries, top, _ = inventory_ranktable.read(ctx, p, text, doc, _mapping, _native)
+    return inventory_ranktable.FORMAT, entries, top, {}
+
+
+def _mapping(values: dict[str, Any], line: int) -> _Map:
+    m = _Map(values)
+    m.line, m.lines, m.traps = line, {k: line for k in values}, {}
+    return m
 
 
 def _looks_ini(text: str) -> bool:

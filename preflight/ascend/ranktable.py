@@ -96,7 +96,8 @@ def parse(text: str, path: str = "rank table") -> RankTable:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RankTableError(f"{path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
+        raise RankTableError(f"{path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg}); a rank table is a JSON "
+                              f"file") from None
     return from_document(doc, path)
 
 

@@ -49,7 +49,10 @@ def inventory_show(inventory, limit, ssh_config) -> None:
     except InventoryError as exc:
         fail_usage(str(exc))
     lines = [f"# {inv.path}: {len(inv.nodes)} nodes" + (f", cluster {inv.cluster}" if inv.cluster else "")]
-    if inv.fmt != "preflight":
+    if inv.fmt == "rank-table":
+        lines.append("# HCCL rank table: its servers are the nodes (server_id or host_ip the address), their "
+                     "devices the NPUs; SSH settings from defaults or ssh_config")
+    elif inv.fmt != "preflight":
         lines.append(f"# {FORMATS[inv.fmt]}: only Ansible's connection variables, preflight_* variables and the "
                      f"Ascend deployer's npu_num are read; every other variable is left to other tools")
     for n in inv.nodes:
