@@ -30,9 +30,6 @@ RUNTIME_GROUP = {"docker": "docker", "podman": None}  # a group whose members ma
 START_SLACK_S = 15.0
 INNER_KILL_S = 2
 HOST_NETWORK = "host"
-# Inside the container: the driver (its $0) under bash where the image has it (its clock is a
-# variable, not a process), else /bin/sh; passed as an argument, so it is quoted only once.
-BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash --norc --noprofile -c "$0"; fi; exec /bin/sh -c "$0"'
 
 
 @dataclass(frozen=True)
@@ -86,13 +83,20 @@ def job_command(c: Container, cmd: str, timeout: float) -> str:
 def batch_command(prefix: str, script: str) -> str:
     """The host command that runs the driver `script` inside the container (`prefix`: job_prefix)
     with its stdin a FIFO this shell holds open: when the shell ends (its timeout, the client gone),
-    the container's stdin reaches EOF and the driver inside kills what still runs."""
+    the container's stdin reaches EOF and the driver inside kills what still runs. The driver goes
+    through the FIFO too (printf is a builtin), never as an argument of the runtime: it carries the
+    launch environment's values (batch.remote_command)."""
+    from .transport.batch import remote_command
     q = shlex.quote
+    boot, _ = remote_command(script)
     return "\n".join([
         'f=$(mktemp -d "${TMPDIR:-/tmp}/.preflight-job.XXXXXX") || exit 97',
         'mkfifo -m 600 "$f/in" || { rm -rf "$f"; exit 97; }',
-        f'{prefix} /bin/sh -c {q(BASH_OR_SH)} {q(script)} <"$f/in" & c=$!',
+        f'{prefix} /bin/sh -c {q(boot)} <"$f/in" & c=$!',
         'exec 6>"$f/in"; rm -rf "$f"',
         "trap 'exec 6>&-; kill -TERM \"$c\" 2>/dev/null; exit 143' TERM HUP INT",
+        # a runtime that ends before reading it (no such container) must not kill this shell by SIGPIPE:
+        # its own exit status is the answer
+        f"trap '' PIPE; printf '%s' {q(script)} >&6 2>/dev/null; trap - PIPE",
         'wait "$c"',
     ])

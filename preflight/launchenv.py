@@ -40,10 +40,17 @@ def command(node: Node, then: Shell | str = "env -0") -> Shell:
     return _command(flags, script(node), then)
 
 
+SCRIPT_VAR = "PF_LAUNCH_SCRIPT"
+
+
 @functools.lru_cache(maxsize=4096)
 def _command(flags: str, env_script: Shell, then: Shell) -> Shell:
-    """Cached as _script is (five checks a node ask it; the quoted script is the long part)."""
-    return sh("bash {flags} {script}", flags=flags, script=seq([env_script, then]))
+    """Cached as _script is (five checks a node ask it; the quoted script is the long part).
+    The script (it holds the inventory's env values: tokens) reaches bash through a variable of
+    its environment (the shell's own assignment: no argument, and /proc/PID/environ is readable by
+    its owner only), never as an argument: /proc/PID/cmdline is readable by every user of the node."""
+    return sh(f"{SCRIPT_VAR}={{script}} bash {{flags}} {{run}}", flags=flags, run=f'eval "${SCRIPT_VAR}"',
+              script=seq([sh(f"unset {SCRIPT_VAR}"), env_script, then]))
 
 
 def probe(node: Node) -> dict[str, Probe]:

@@ -123,8 +123,10 @@ pf() {
       : >"$d/o"; now
       frame "$1" "$how" "$5"
       return ;;
-    sudo) timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- 5<&- & ;;
-    *) timeout -k {grace} "$2" sh -c "$4" >"$d/o" 2>"$d/e" </dev/null 4<&- 5<&- & ;;
+    sudo) printf '%s\n' "$4" >"$d/c"
+      timeout -k {grace} "$2" sudo -n -u "$u" -- /bin/sh -c 'c=$(cat); exec </dev/null; eval "$c"' <"$d/c" >"$d/o" 2>"$d/e" 4<&- 5<&- & ;;
+    *) printf '%s\n' "$4" >"$d/c"
+      timeout -k {grace} "$2" sh "$d/c" >"$d/o" 2>"$d/e" </dev/null 4<&- 5<&- & ;;
   esac
   echo $! >"$d/pid"
   settle $!
@@ -135,6 +137,11 @@ pf() {
   frame "$1" "$rc" "$5"
 }
 """
+# A probe's text reaches its shell through a file in the driver's own 0700 directory (printf is a
+# builtin: no process, no argv), never as an argument: an argument is in /proc/PID/cmdline, which
+# every user of the node can read, and the launch environment's probe carries the inventory's env
+# values (tokens). Under sudo the file is the shell's stdin, read into a variable and run by eval
+# (the target user may not be able to open the directory).
 # How a frame leaves the node (`{frame}` above), per transport: `frame` sends or holds the probe's
 # frame, `settle` runs while the next probe does, `flush` sends what is held. $3: the probe's own
 # cap + 1, if it has one. The frame is assembled in a file and sent by one write: written piece by
@@ -224,11 +231,16 @@ def round_script(probes: list[ProbeSpec], nonce: str) -> str:
     return _pf_lines(probes) + f"\n@@PF:{nonce}:GO\n"
 
 
-def remote_command(script: str) -> str:
-    """What the login shell runs, whatever it is: the script under bash when there is one (its
-    clock is a variable, not a process), else /bin/sh."""
-    return (f"s={shlex.quote(script)}; if [ -x /bin/bash ]; then exec /bin/bash --norc --noprofile -c \"$s\"; fi; "
-            f"exec /bin/sh -c \"$s\"")
+def remote_command(script: str) -> tuple[str, bytes]:
+    """(command, stdin): what the login shell runs, whatever it is, and the bytes to send it first.
+    The command reads the driver from its stdin (`head -c` reads exactly its length, leaving the
+    rounds that follow for the driver) and runs it with eval, under bash when there is one (its
+    clock is a variable, not a process), else /bin/sh. The driver is never an argument: its first
+    round carries the launch environment's probe, with the inventory's env values, and a process's
+    arguments are readable by every user of the node."""
+    data = script.encode()
+    run = shlex.quote(f'eval "$(head -c {len(data)})"')
+    return f"if [ -x /bin/bash ]; then exec /bin/bash --norc --noprofile -c {run}; fi; exec /bin/sh -c {run}", data
 
 
 # `run --via slurm`: one srun step carries this program to every node (docs/SLURM.md §6). Its stdin

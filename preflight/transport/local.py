@@ -8,16 +8,19 @@ import threading
 
 from ..model import CommandOutput
 from ..node import Node
-from .batch import ProbeSpec
+from .batch import ProbeSpec, remote_command
 from .stream import POLL_S, Batcher
 
 
 class PipeStream:
-    """A driver run by a local process (argv ends with the script), talked to over its pipes."""
+    """A driver run by a local process, talked to over its pipes; `first`: what its stdin gets first
+    (the driver itself: batch.remote_command)."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], first: bytes = b""):
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
+        if first:
+            self.send(first)
 
     def send(self, data: bytes) -> None:
         self.proc.stdin.write(data)
@@ -42,10 +45,15 @@ class PipeStream:
         p.stdout.close()
 
 
+def _driver(script: str) -> PipeStream:
+    command, driver = remote_command(script)
+    return PipeStream(["/bin/sh", "-c", command], driver)
+
+
 class LocalSession:
     def __init__(self, node: Node):
         self.node = node
-        self.batcher = Batcher(lambda script: PipeStream(["/bin/sh", "-c", script]))
+        self.batcher = Batcher(_driver)
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         return self.batcher.run(probes, cancel)

@@ -152,9 +152,11 @@ class _ChannelStream:
         try:
             self.chan = transport.open_session(timeout=node.connect_timeout)
             self.chan.settimeout(POLL_S)
-            self.chan.exec_command(remote_command(script))
-        except paramiko.SSHException as exc:
-            raise OSError(str(exc)) from None
+            command, driver = remote_command(script)
+            self.chan.exec_command(command)
+            self.chan.sendall(driver)
+        except (paramiko.SSHException, socket.timeout) as exc:
+            raise OSError(str(exc) or "send failed") from None
 
     def send(self, data: bytes) -> None:
         try:

@@ -16,6 +16,7 @@ import pytest
 
 from preflight.checks import smoke_allreduce as S
 from preflight.checkapi import ClusterContext, CommandOutput, Status
+from preflight import launchenv
 from preflight.node import Node
 
 OK0 = {"pf_smoke": 1, "rank": 0, "node": "a", "world": 2, "backend": "gloo", "ok": True, "phase": "done",
@@ -70,13 +71,14 @@ def planned(r0: CommandOutput | None, r1: CommandOutput | None, a="a", b="b", ro
 
 
 def launch_words(cmd: str) -> list[str]:
-    """The `bash -c SCRIPT` words of a rank probe's launch line, as the node's sh will split them."""
+    """The `PF_LAUNCH_SCRIPT=SCRIPT bash -c 'eval ...'` words of a rank probe's launch line, as the
+    node's sh will split them (launchenv: the script is a variable, not an argument)."""
     line = next(ln for ln in cmd.splitlines() if ln.startswith('PF_SMOKE_DIR="$d" '))
     return shlex.split(line.split('PF_SMOKE_DIR="$d" ', 1)[1].rsplit(" </dev/null", 1)[0])
 
 
 def config_of(cmd: str) -> dict:
-    inner = launch_words(cmd)[2]
+    inner = launch_words(cmd)[0].removeprefix(launchenv.SCRIPT_VAR + "=")
     return json.loads(shlex.split(inner.rsplit("allreduce_worker.py ", 1)[1])[0])
 
 
@@ -117,8 +119,8 @@ def test_rank_command_quotes_every_value_and_cleans_up():
              env={"GLOO_SOCKET_IFNAME": "eth0 $(reboot)"}, env_files=("/etc/x y.sh",))
     cmd = S.rank_command(n, 0, 2, "198.18.0.2", 29400, S.DEFAULTS)
     words = launch_words(cmd)
-    assert words[:2] == ["bash", "-c"]
-    inner = words[2]
+    assert words[1:] == ["bash", "-c", f'eval "${launchenv.SCRIPT_VAR}"']
+    inner = words[0].removeprefix(launchenv.SCRIPT_VAR + "=")
     assert "export GLOO_SOCKET_IFNAME='eth0 $(reboot)'" in inner  # quoted by launchenv
     assert shlex.quote("/opt/my env/bin/python3; rm -rf /") in inner
     assert "trap cleanup EXIT" in cmd and "trap 'cleanup; exit 143' TERM INT HUP" in cmd

@@ -44,7 +44,7 @@ def _py_out(python="3.10.14", torch="2.1.0", npu="2.1.0.post12", ms="", mc="") -
 def test_probe_reads_metadata_in_launch_env_without_importing_torch():
     p = check.probes(Node("n", "h", python="/opt/py env/bin/python3"), {})
     assert set(p) == {"sw_python", "uname_r"} and p["uname_r"].cmd == "uname -r"
-    assert p["sw_python"].cmd.startswith("bash -c ") and "/opt/py env/bin/python3" in p["sw_python"].cmd
+    assert p["sw_python"].cmd.startswith("PF_LAUNCH_SCRIPT=") and "/opt/py env/bin/python3" in p["sw_python"].cmd
     assert "import torch" not in check.SCRIPT and "metadata" in check.SCRIPT
 
 

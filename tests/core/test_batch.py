@@ -358,18 +358,23 @@ def test_parser_ignores_frames_of_another_nonce_and_unknown_index():
 
 
 def test_remote_command_hands_the_script_over_intact():
-    script = driver_script([ProbeSpec("a", "echo 'hi'", 5)], "n0nce")
-    cmd = remote_command(script)
-    assert cmd.startswith("s=") and 'exec /bin/sh -c "$s"' in cmd
-    shown = cmd.replace('exec /bin/bash --norc --noprofile -c "$s"', 'printf %s "$s"; exit', 1)
-    res = subprocess.run(["sh", "-c", shown], capture_output=True, text=True, timeout=10)
-    assert res.stdout == script
+    """The driver travels on stdin, never as an argument (argv is world-readable in /proc), and the
+    boot reads exactly its bytes: what follows on stdin (the next rounds) is left for the driver."""
+    script = driver_script([ProbeSpec("a", "echo 'hi' TOKEN=s3cret", 5)], "n0nce")
+    cmd, data = remote_command(script)
+    assert "s3cret" not in cmd and data == script.encode()
+    shown = cmd.replace('eval "$(', 'printf %s "$(').replace(')"\'', ')"; printf @@; cat\'')
+    res = subprocess.run(["sh", "-c", shown], input=data + b"pf next round\n", capture_output=True, timeout=10)
+    assert res.stdout == script.rstrip("\n").encode() + b"@@pf next round\n"
 
 
 def test_remote_command_runs_under_sh_when_bash_is_absent(tmp_path):
     script = driver_script([ProbeSpec("a", "echo hi", 5)], "n0nce")
-    cmd = remote_command(script).replace("/bin/bash", str(tmp_path / "no-bash"))
+    cmd, data = remote_command(script)
+    cmd = cmd.replace("/bin/bash", str(tmp_path / "no-bash"))
     proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # stdin open: no cancel
+    proc.stdin.write(data)
+    proc.stdin.flush()
     out = b""
     while b"@@PF:n0nce:R\n" not in out and (chunk := proc.stdout.read1(4096)):
         out += chunk
