@@ -491,7 +491,11 @@ class Runner:
                            if (f := r.facts.get(cid)) is not None and not isinstance(f, BaseException)}
         params = dict(info.defaults)
         params.update(self.inv.checks.get(info.id, {}))
-        return ClusterContext(nodes={n: r.node for n, r in ok.items()}, facts=facts, params=params,
+        # A node the check could not read (its own output unreadable, or its probes not run there)
+        # is left out of the nodes it judges: it is that node's error (_evaluate_cluster), never a
+        # member of an agreement or a vote, so a cluster of unread nodes cannot pass.
+        read = {n: r.node for n, r in ok.items() if _unread(info, r) is None}
+        return ClusterContext(nodes=read, facts={n: f for n, f in facts.items() if n in read}, params=params,
                               planned={}, job=self.inv.job,
                               unreachable=tuple(n for n in self.runs if n not in ok))
 
@@ -506,15 +510,19 @@ class Runner:
                 findings = list(info.module.evaluate(ctx))
             except Exception as exc:  # noqa: BLE001
                 findings = [_error_finding(info, exc, {})]
+        unread = 0
         for name, r in self.runs.items():  # a node whose facts (own or USES) were not gathered: not judged
-            denied = next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), ProbesNotRun)), None)
-            if denied is not None:
-                findings.append(replace(denied.finding(), node=name))
-            elif isinstance(own := r.facts.get(info.id), BaseException):
+            why = _unread(info, r)
+            if isinstance(why, ProbesNotRun):
+                findings.append(replace(why.finding(), node=name))
+            elif why is not None:
                 # Its own probes' output could not be read there (a parse error, a probe that timed
                 # out): the context leaves the node out, so without this it would be judged nowhere
                 # and a cluster of the rest could pass.
-                findings.append(replace(_error_finding(info, own, {}), node=name))
+                findings.append(replace(_error_finding(info, why, {}), node=name))
+            unread += why is not None
+        if unread:
+            findings = [_over_the_read(f, len(ctx.nodes), unread) if f.node is None else f for f in findings]
         duration = time.monotonic() - t0 + sum(o.duration_s for outs in ctx.planned.values() for o in outs.values())
         if findings and not any(f.node is None for f in findings):
             findings.insert(0, Finding(worst(f.status for f in findings), f"{len(findings)} node(s) flagged",
@@ -602,6 +610,28 @@ def _below_top(node: Node, inv: Inventory) -> dict[str, dict[str, Any]]:
     unset = object()
     return {cid: {k: v for k, v in params.items() if inv.checks.get(cid, {}).get(k, unset) != v}
             for cid, params in node.params.items()}
+
+
+def _unread(info: CheckInfo, r: "NodeRun") -> BaseException | None:
+    """Why a cluster check could not read node `r` (its USES' probes not run there, or its own
+    output unreadable), or None."""
+    denied = next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), ProbesNotRun)), None)
+    if denied is not None:
+        return denied
+    own = r.facts.get(info.id)
+    return own if isinstance(own, BaseException) else None
+
+
+def _over_the_read(summary: Finding, read: int, unread: int) -> Finding:
+    """A cluster row passes only over nodes the check read, and says how many it could not; with
+    none read it could not tell at all."""
+    if summary.status is not Status.PASS:
+        return summary
+    if read == 0:
+        return replace(summary, status=Status.ERROR, summary=f"could not read any node ({unread} unread: see their errors)",
+                       details={**summary.details, "read": 0, "unread": unread})
+    return replace(summary, summary=f"{summary.summary}; {unread} node(s) could not be read (see their errors)",
+                   details={**summary.details, "read": read, "unread": unread})
 
 
 def _requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:

@@ -423,7 +423,7 @@ def test_a_node_whose_output_a_cluster_check_could_not_read_is_an_error_there(ch
                      (), (), {})
     checks(info)
     rep = Runner(inventory("n1", "n2", "n3"), LocalTransport(), Options()).run()
-    assert one(rep, "fake.cons", None).summary == "judged ['n1', 'n3']"
+    assert one(rep, "fake.cons", None).summary == "judged ['n1', 'n3']; 1 node(s) could not be read (see their errors)"
     bad = one(rep, "fake.cons", "n2")
     assert bad.status is Status.ERROR and "could not read the output: unexpected answer" in bad.summary
     assert rep.exit_code != 0
