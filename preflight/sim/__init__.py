@@ -56,8 +56,9 @@ State-file layout (<dir>/)
       ascend/              driver/{version.info,tools/hccn_tool,lib64/..}, firmware/version.info,
                            ascend-toolkit/{set_env.sh,latest -> <ver>,<ver>/<arch>-linux/ascend_toolkit_install.info,..}
       bin/npu-smi          sh script
-      out/npu/*            pre-rendered npu-smi outputs: info, list, map; health and board (one "@@N" /
-                           "@@N.M" section per card / chip); invalid_card, invalid_chip, not_found, busy;
+      out/npu/*            pre-rendered npu-smi outputs: info, list, map; health, board, usages, ecc and
+                           spod-info (one "@@N" / "@@N.M" section per card / chip); invalid_card,
+                           invalid_chip, not_found, busy;
                            mode (hang | busy, when set)
       out/hccn/*           pre-rendered hccn_tool outputs, one file per query (link, ip, optical,
                            net_health, link_stat, tls, fec, speed, stat; addr = the source -ping uses),

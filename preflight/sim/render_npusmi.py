@@ -255,6 +255,25 @@ def render_map(state: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# npu-smi's answer on products without SuperPoD (the npu-smi reference's example, docs/FORMATS.md §8.3)
+SPOD_UNSUPPORTED = "This device does not support querying spod-info.\n"
+
+
+def sdid(server_index: int, npu: int, chip: int) -> int:
+    """The SDID of a chip (HDK DCMI dcmi_get_spod_node_status): bits 22-31 the server index, 18-21
+    the NPU, 16-17 the die (npu-smi's chip), 0-15 the device (NPU x 2 + die)."""
+    return server_index << 22 | npu << 18 | chip << 16 | (npu * 2 + chip)
+
+
+def render_spod(state: dict[str, Any], npu: dict[str, Any], c: dict[str, Any]) -> str:
+    """`npu-smi info -t spod-info -i N -c M`: the real sample's four lines on A3, else the refusal."""
+    if state["layout"] != "A3":
+        return SPOD_UNSUPPORTED
+    sp = state.get("super_pod") or {"id": 0, "server_index": state["index"], "size": 384}
+    return (f"SDID : {sdid(sp['server_index'], npu['id'], c['chip'])}\nSuper Pod Size : {sp['size']}\n"
+            f"Super Pod ID : {sp['id']}\nServer Index : {sp['server_index']}\n")
+
+
 def render_all(state: dict[str, Any]) -> dict[str, str]:
     """Every file the npu-smi script serves, keyed by its name under out/npu/."""
     files = {"info": render_info(state), "list": render_list(state), "map": render_map(state)}
@@ -267,9 +286,10 @@ def render_all(state: dict[str, Any]) -> dict[str, str]:
         for c in npu["chips"]:
             files[f"health.{n}.{c['chip']}"] = render_health_chip(c)
             files[f"board.{n}.{c['chip']}"] = render_board_chip(state, npu, c)
+            files[f"spod-info.{n}.{c['chip']}"] = render_spod(state, npu, c)
     return files
 
 
-__all__ = ["render_usages", "render_ecc", "render_info", "render_health_chip", "render_health_npu", "render_board_npu", "render_board_chip",
+__all__ = ["render_spod", "sdid", "SPOD_UNSUPPORTED", "render_usages", "render_ecc", "render_info", "render_health_chip", "render_health_npu", "render_board_npu", "render_board_chip",
            "render_list", "render_map", "render_all", "INVALID_CARD", "INVALID_CHIP", "NOT_FOUND", "BUSY", "DENIED",
            "chips"]

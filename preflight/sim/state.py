@@ -166,6 +166,9 @@ def build_state(node: "NodeSpec", host_ip: str, device_ips: list[str], device_ne
         "devices": devices,
         "hccn_conf": ({str(d["id"]): d["ip"] for d in devices} if node.hccn_conf and devices and not nvidia else None),
         "npu_smi": "ok",          # ok | missing | hang | busy
+        # npu-smi info -t spod-info on A3 (docs/FORMATS.md §8.3): the physical SuperPoD and the
+        # server's index in it (the SDID is derived from it); size as in the real sample
+        "super_pod": {"id": 0, "server_index": node.index, "size": 384},
         "set_env": True,
         "data_files": {name: {"size": size, "variant": 0} for name, size in node.data_files.items()},
         "net": {"down_addrs": [], "drop": [], "iface_down": False, "roce_down": []},

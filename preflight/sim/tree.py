@@ -146,7 +146,7 @@ def _write_ascend_tools(node_dir: Path, state: dict[str, Any], asc: Path) -> Non
     npu_out, hccn_out = out / "npu", out / "hccn"
     # npu-smi: whole outputs as files, per-card/per-chip ones as "@@id" sections of one file
     files = render_npusmi.render_all(state)
-    sections: dict[str, list[str]] = {"health": [], "board": [], "usages": [], "ecc": []}
+    sections: dict[str, list[str]] = {"health": [], "board": [], "usages": [], "ecc": [], "spod-info": []}
     for name, text in files.items():
         kind, _, key = name.partition(".")
         if kind in sections:

@@ -222,3 +222,23 @@ def test_usages_and_ecc_match_fixtures() -> None:
     assert render_npusmi.render_usages(st, npu) == body("npu-smi_info_-t_usages__910A__mindcluster-fixture.txt")
     st["npus"][0]["id"] = 1
     assert _doc(render_npusmi.render_ecc(st, npu)) == _doc(body("npu-smi_info_-t_ecc__doc__mindcluster-doc.txt"))
+
+
+def test_spod_info_reads_as_the_real_sample_and_sdids_follow_dcmi():
+    """The simulated spod-info parses with the parser of the real sample; the SDID layout agrees with
+    real SDIDs: the sample's 16777216 (Server Index 4) and MindCluster's hccl.json example, whose
+    device 0 and device 7 of one server carry 37748736 and 38600711 (docs/FORMATS.md §8.3)."""
+    from preflight.ascend import spod_info
+    from preflight.sim import render_npusmi as r
+    from preflight.sim.spec import NodeSpec
+    from preflight.sim.state import build_state
+
+    assert (r.sdid(4, 0, 0), r.sdid(9, 0, 0), r.sdid(9, 3, 1)) == (16777216, 37748736, 38600711)
+    a3 = build_state(NodeSpec(name="node02", index=2, layout="A3"), "10.0.0.2", [f"10.1.0.{i}" for i in range(16)],
+                     "255.255.255.0", "eth0", "eth1")
+    npu = a3["npus"][3]
+    info = spod_info.parse(r.render_spod(a3, npu, npu["chips"][1]))
+    assert info == spod_info.SpodInfo(sdid=r.sdid(2, 3, 1), super_pod_id=0, super_pod_size=384, server_index=2)
+    a2 = build_state(NodeSpec(name="node01", index=1), "10.0.0.1", [f"10.1.0.{i}" for i in range(8)],
+                     "255.255.255.0", "eth0", "eth1")
+    assert spod_info.parse(r.render_spod(a2, a2["npus"][0], a2["npus"][0]["chips"][0])) is None
