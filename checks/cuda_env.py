@@ -1,12 +1,21 @@
-"""cuda.env: the driver and CUDA versions are readable, and the launch environment's Python sees
-the GPUs through torch, with its NCCL.
+"""cuda.env: the driver and CUDA versions are readable, and the launch environment's Python has a
+torch built for a CUDA the driver supports, without importing torch.
 
 What it checks: `nvidia-smi` prints its banner (driver version, and the highest CUDA version the
 driver supports); the inventory's `python`, run in the launch environment (env_files sourced, env
-applied), imports torch, `torch.cuda.is_available()` is True, `torch.cuda.device_count()` equals
-the inventory's `devices` (fewer with CUDA_VISIBLE_DEVICES set only warns), and torch reports its
-NCCL version. torch's CUDA build must not be newer than the driver's CUDA. The versions (driver,
-CUDA, NCCL, torch) go to sw.consistency, which compares them among the NVIDIA nodes only.
+applied), finds torch, and torch's own `torch/version.py` (read as text, torch is not imported)
+names the CUDA it was built for: `cuda = None` (a CPU-only wheel) fails, a CUDA newer than the
+driver's fails. CUDA_VISIBLE_DEVICES set to fewer GPUs than the inventory's `devices` warns.
+NCCL's and the CUDA runtime's versions come from the package metadata of the wheels torch
+installs (`nvidia-nccl-cu12`, `nvidia-cuda-runtime-cu12`, ...; absent where torch links NCCL
+statically: then `-`). The versions (driver, CUDA, NCCL, torch) go to sw.consistency, which
+compares them among the NVIDIA nodes only.
+
+Why without torch: importing torch costs seconds of CPU and hundreds of MB (a real H200 node,
+driver 580: 5.4 s CPU and 650 MB), which a Slurm prolog pays at every job start; the version
+files answer the mismatches that make `torch.cuda.is_available()` False in milliseconds.
+`cuda.torch` (not in the gate's fast set; part of a full `run`) imports torch and asks CUDA
+itself: is_available, the device count, the NCCL torch carries.
 
 Why it matters: a CPU-only torch wheel, a torch built for CUDA 12.4 on a 12.2 driver, or
 CUDA_VISIBLE_DEVICES left set in a profile makes every rank fail at `init_process_group("nccl")`
@@ -34,27 +43,43 @@ POLICY = Policy(backend="nvidia", gate=True)
 # What to do with a fail/warn (preflight/actions.py): driver, CUDA and torch are installed configuration.
 ACTIONS = (("", "fix_config", "driver / CUDA / torch versions and the launch environment (docs/NVIDIA.md)"),)
 DEFAULTS: dict = {}
-PY_PROBE = "cuda_python"
+PY_PROBE = "cuda_versions"
 MARK = "@@cuda_env "
-SCRIPT = "\n".join([
-    "import json",
-    "r = {}",
-    "try:",
-    "    import torch",
-    "    r['torch'] = torch.__version__",
-    "    r['torch_cuda'] = torch.version.cuda",
-    "    r['cuda_available'] = bool(torch.cuda.is_available())",
-    "    r['device_count'] = torch.cuda.device_count() if r['cuda_available'] else 0",
-    "    try:",
-    "        v = torch.cuda.nccl.version()",
-    "        r['nccl'] = '.'.join(map(str, v)) if isinstance(v, tuple) else str(v)",
-    "    except Exception as e:",
-    "        r['nccl'] = None",
-    "        r['nccl_error'] = '%s: %s' % (type(e).__name__, e)",
-    "except Exception as e:",
-    "    r['error'] = '%s: %s' % (type(e).__name__, e)",
-    f"print({MARK!r} + json.dumps(r))",
-])
+# Runs in the launch environment's python (3.8+ for importlib.metadata; on an older one only the
+# metadata versions are missing). find_spec of a top-level package locates it without running it.
+# torch/version.py is generated at build time: `cuda = '11.3'` (1.x), `cuda: Optional[str] = '12.4'`
+# (2.x), `... = None` in a CPU-only or ROCm wheel; `__version__ = '2.4.0+cu124'`.
+SCRIPT = r"""import json, os, re, sys
+r = {}
+try:
+    import importlib.util
+    spec = importlib.util.find_spec('torch')
+    if spec is None or not spec.submodule_search_locations:
+        r['error'] = "ModuleNotFoundError: No module named 'torch'"
+    else:
+        path = os.path.join(list(spec.submodule_search_locations)[0], 'version.py')
+        text = open(path).read()
+        v = re.search(r"^__version__\s*(?::[^=\n]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+        c = re.search(r"^cuda\s*(?::[^=\n]*)?=\s*(None|['\"]([^'\"]*)['\"])", text, re.M)
+        r['torch'] = v.group(1) if v else None
+        r['torch_cuda'] = c.group(2) if c and c.group(2) else None
+        r['version_file'] = path if c else None
+    try:
+        from importlib import metadata
+        def ver(names):
+            for n in names:
+                try:
+                    return metadata.version(n)
+                except Exception:
+                    pass
+        r['nccl'] = ver(['nvidia-nccl-cu13', 'nvidia-nccl-cu12', 'nvidia-nccl-cu11'])
+        r['cudart'] = ver(['nvidia-cuda-runtime-cu13', 'nvidia-cuda-runtime-cu12', 'nvidia-cuda-runtime-cu11'])
+    except ImportError:
+        pass
+except Exception as e:
+    r['error'] = '%s: %s' % (type(e).__name__, e)
+print(""" + repr(MARK) + """ + json.dumps(r))
+"""
 
 
 @dataclass(frozen=True)
@@ -68,10 +93,29 @@ class Facts:
 
 
 def probes(node, params) -> dict[str, Probe]:
+    return {nv.SMI_PROBE: cmd(nv.NVIDIA_SMI), PY_PROBE: cmd(python_probe(node, SCRIPT))}
+
+
+def python_probe(node, script: str):
+    """`script` run by the node's python in its launch environment, after the line
+    `@@visible <CUDA_VISIBLE_DEVICES or @unset>` (shared with cuda.torch)."""
     # ${CUDA_VISIBLE_DEVICES-@unset}: braces doubled, sh() fills {fields}
-    return {nv.SMI_PROBE: cmd(nv.NVIDIA_SMI),
-            PY_PROBE: cmd(launchenv.command(node, sh("echo \"@@visible ${{CUDA_VISIBLE_DEVICES-@unset}}\"; {py} -c {src}",
-                                                     py=node.python, src=SCRIPT)))}
+    return launchenv.command(node, sh("echo \"@@visible ${{CUDA_VISIBLE_DEVICES-@unset}}\"; {py} -c {src}",
+                                      py=node.python, src=script))
+
+
+def read_python(out: CommandOutput | None, mark: str) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """(the script's JSON answer or None, why python gave none, CUDA_VISIBLE_DEVICES or None when unset)."""
+    py = require_ok(out, "python in the launch environment")
+    m = re.search(r"^@@visible (.*)$", py.stdout, re.M)
+    visible = None if not m or m.group(1) == "@unset" else m.group(1)
+    line = next((ln for ln in py.stdout.splitlines() if ln.startswith(mark)), None)
+    if line is None:
+        return None, first_line(py.stderr) or f"exit code {py.rc}", visible
+    try:
+        return json.loads(line[len(mark):]), None, visible
+    except ValueError:
+        raise ParseError(f"{mark.strip('@ ')}: the python probe printed an unreadable line", line) from None
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
@@ -79,58 +123,59 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     if isinstance(smi, Finding):
         return Facts(tool_error=smi)
     table = nvidia_smi.parse_table(smi.stdout)
-    py = require_ok(outputs.get(PY_PROBE), "python in the launch environment")
-    m = re.search(r"^@@visible (.*)$", py.stdout, re.M)
-    visible = None if not m or m.group(1) == "@unset" else m.group(1)
-    line = next((ln for ln in py.stdout.splitlines() if ln.startswith(MARK)), None)
-    if line is None:
-        return Facts(None, table.driver_version, table.cuda_version, None,
-                     first_line(py.stderr) or f"exit code {py.rc}", visible)
-    try:
-        answer = json.loads(line[len(MARK):])
-    except ValueError:
-        raise ParseError("cuda.env: the python probe printed an unreadable line", line) from None
-    return Facts(None, table.driver_version, table.cuda_version, answer, None, visible)
+    answer, error, visible = read_python(outputs.get(PY_PROBE), MARK)
+    return Facts(None, table.driver_version, table.cuda_version, answer, error, visible)
 
 
 def _ver(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v or "")[:2])
 
 
+def python_problem(py: dict[str, Any] | None, python_error: str | None, node) -> tuple[Status, str, str] | None:
+    """The fail of a python that did not run or has no torch (shared with cuda.torch)."""
+    if py is None:
+        return (Status.FAIL, f"{node.python} did not run in the launch environment: {python_error}",
+                "Set `python:` for this node to the interpreter that has torch (e.g. /opt/conda/bin/python3)")
+    if py.get("error"):
+        return (Status.FAIL, f"torch not importable by {node.python}: {py['error']}",
+                f"Install torch with CUDA for this python: `{node.python} -m pip install torch`")
+    return None
+
+
 def evaluate(facts: Facts, params, node) -> list[Finding]:
     if facts.tool_error is not None:
         return [facts.tool_error]
-    problems: list[tuple[Status, str, str]] = []
     py = facts.python
-    if py is None:
-        problems.append((Status.FAIL, f"{node.python} did not run in the launch environment: {facts.python_error}",
-                         f"Set `python:` for this node to the interpreter that has torch (e.g. /opt/conda/bin/python3)"))
-    elif py.get("error"):
-        problems.append((Status.FAIL, f"torch not importable by {node.python}: {py['error']}",
-                         f"Install torch with CUDA for this python: `{node.python} -m pip install torch`"))
+    problems: list[tuple[Status, str, str]] = []
+    if (p := python_problem(py, facts.python_error, node)) is not None:
+        problems.append(p)
     else:
-        if not py.get("cuda_available"):
-            build = py.get("torch_cuda") or "none (CPU-only build)"
-            problems.append((Status.FAIL, f"torch {py.get('torch')} (CUDA {build}): torch.cuda.is_available() is False, expected True",
+        assert py is not None
+        if not py.get("version_file"):
+            problems.append((Status.FAIL, f"torch {py.get('torch')}: no `cuda =` line in torch/version.py, so no CUDA build "
+                             "(torch.cuda.is_available() would be False), expected a CUDA build",
+                             "Reinstall the CUDA build of torch for the driver's CUDA "
+                             "(`pip install torch --index-url https://download.pytorch.org/whl/cu121`)"))
+        elif not py.get("torch_cuda"):
+            problems.append((Status.FAIL, f"torch {py.get('torch')} has no CUDA build (torch/version.py: cuda = None): "
+                             "torch.cuda.is_available() would be False, expected a CUDA build",
                              "Install the CUDA build of torch matching the driver's CUDA "
-                             "(`pip install torch --index-url https://download.pytorch.org/whl/cu121`), and check "
-                             "that the launch environment can open /dev/nvidia*"))
-        elif py.get("device_count") != node.devices:
-            status = Status.WARN if facts.visible_devices is not None else Status.FAIL
-            problems.append((status, f"torch sees {py.get('device_count')} GPUs, expected {node.devices}"
-                             + (f" (CUDA_VISIBLE_DEVICES={facts.visible_devices})" if facts.visible_devices is not None else ""),
-                             "Unset CUDA_VISIBLE_DEVICES in the launch environment, or fix `devices:` in the inventory"))
-        if py.get("torch_cuda") and facts.cuda_version and _ver(py["torch_cuda"]) > _ver(facts.cuda_version):
+                             "(`pip install torch --index-url https://download.pytorch.org/whl/cu121`)"))
+        elif facts.cuda_version and _ver(py["torch_cuda"]) > _ver(facts.cuda_version):
             problems.append((Status.FAIL, f"torch is built for CUDA {py['torch_cuda']}, the driver supports up to {facts.cuda_version}",
                              "Upgrade the NVIDIA driver, or install a torch build for the driver's CUDA"))
-        if py.get("cuda_available") and not py.get("nccl"):
-            problems.append((Status.WARN, f"torch reports no NCCL version ({py.get('nccl_error') or 'none'})",
-                             "Install a torch build with NCCL (the official CUDA wheels include it)"))
+        visible = facts.visible_devices
+        if visible is not None and len([d for d in visible.split(",") if d.strip()]) != node.devices:
+            problems.append((Status.WARN, f"CUDA_VISIBLE_DEVICES={visible} in the launch environment, expected "
+                             f"{node.devices} GPUs visible (inventory devices)",
+                             "Unset CUDA_VISIBLE_DEVICES in the launch environment, or fix `devices:` in the inventory"))
     versions = {"driver": facts.driver_version, "cuda": facts.cuda_version,
                 "torch": (py or {}).get("torch"), "nccl": (py or {}).get("nccl")}
     if not problems:
-        return [passed(f"driver {facts.driver_version}, CUDA {facts.cuda_version}; torch {py.get('torch')} sees "
-                       f"{py.get('device_count')} GPUs, NCCL {py.get('nccl')}", versions=versions)]
+        assert py is not None
+        return [passed(f"driver {facts.driver_version}, CUDA {facts.cuda_version}; torch {py.get('torch')} built for CUDA "
+                       f"{py.get('torch_cuda')}, NCCL {py.get('nccl') or '-'} (package files; cuda.torch imports torch)",
+                       versions=versions, cuda_runtime=py.get("cudart"))]
     return [Finding(worst(s for s, _, _ in problems), "; ".join(t for _, t, _ in problems),
                     {"versions": versions, "failed_devices": []},
                     remediation=" ".join(dict.fromkeys(f for _, _, f in problems)))]
