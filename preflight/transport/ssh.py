@@ -365,7 +365,13 @@ class SSHTransport:
                 t.auth_publickey(user, k.key)
                 if t.is_authenticated():
                     return
-            except paramiko.AuthenticationException:
+            except paramiko.AuthenticationException as exc:
+                if str(exc) == AUTH_TIMEOUT:  # paramiko's auth_handler: no answer in auth_timeout
+                    t.close()
+                    raise ConnectError(NodeStateKind.TIMEOUT,
+                                       f"{user}@{node.host}:{node.port}: no answer to authentication within "
+                                       f"{node.auth_timeout:g}s (auth_timeout; the server may be stuck on a "
+                                       f"PAM, LDAP or DNS lookup)") from None
                 tried.append(k.label)
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 t.close()
@@ -376,6 +382,9 @@ class SSHTransport:
         if problems:
             detail += "; " + "; ".join(problems)
         raise ConnectError(NodeStateKind.AUTH_FAILED, f"{user}@{node.host}:{node.port}: {detail}")
+
+
+AUTH_TIMEOUT = "Authentication timeout."  # paramiko.auth_handler's words (3.4 to 5.x), not a rejection
 
 
 def _handshake_failure(exc: paramiko.SSHException, node: Node) -> str:
