@@ -24,14 +24,29 @@ def inventory_argument(required: bool = True) -> Callable:
     return click.argument("inventory", required=required, type=click.Path(dir_okay=False))
 
 
+def complete_checks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of --checks/--skip: check ids and their prefixes (`hccn` = every hccn.*),
+    for the last item of a comma list (`npu.health,hccn.<TAB>`)."""
+    from click.shell_completion import CompletionItem
+
+    from ..registry import listing
+
+    done, _, last = incomplete.rpartition(",")
+    head = done + "," if done else ""
+    ids = [row[0] for row in listing()]
+    words = sorted({i.split(".")[0] for i in ids} | set(ids))
+    return [CompletionItem(head + w) for w in words if w.startswith(last)]
+
+
 def selection(checks_help: str = "Check ids or prefixes to run (comma-separated; `hccn` = every hccn.*).",
               limit_help: str = "Only these inventory nodes (node set: node[03-05], Slurm hostlist).") -> Callable:
     """--checks, --skip, --limit: which checks on which nodes."""
     from .common import not_empty
 
     return _stack(
-        click.option("--checks", help=checks_help, callback=not_empty),
-        click.option("--skip", help="Check ids or prefixes not to run.", callback=not_empty),
+        click.option("--checks", help=checks_help, callback=not_empty, shell_complete=complete_checks),
+        click.option("--skip", help="Check ids or prefixes not to run.", callback=not_empty,
+                     shell_complete=complete_checks),
         click.option("--limit", help=limit_help, callback=not_empty),
     )
 
