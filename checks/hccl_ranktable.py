@@ -45,7 +45,7 @@ POLICY = Policy(
 USES = ("hccn.ip", "npu.health")
 ACTIONS = (
     (r"not healthy", "replace_hardware", "a device the table names is unhealthy: npu.health's fault"),
-    ("", "fix_config", "the rank table is configuration: regenerate it (HCCL guide, rank_table_config_a3.md)"),
+    ("", "fix_config", "a stale or malformed rank table is configuration: regenerate it (docs/FAILURES.md row 28)"),
 )
 DEFAULTS: dict = {"path": ""}
 STAT_PROBE, READ_PROBE, SPOD_PROBE = "rank_table", "rank_table_read", "spod_info"
@@ -170,7 +170,9 @@ def compare(table: rt.RankTable, ctx: ClusterContext, v: Verdict) -> None:
         if s.server_id not in where:
             down = [u for u in ctx.unreachable if u == s.server_id]
             v.table.append(f"server {s.server_id} (ranks {s.ranks.start}-{s.ranks.stop - 1}) is "
-                           + ("unreachable (see ssh.connect)" if down else "not a node of the inventory (replaced?)"))
+                           + ("unreachable (see ssh.connect)" if down else
+                              "not a reachable node of this run (not in the inventory: replaced? or unreachable, "
+                              "or left out by --limit)"))
             continue
         node = where[s.server_id]
         facts = ctx.facts.get(node, {})

@@ -15,9 +15,9 @@ Each server becomes a node named by its `server_id`, reached at its `server_id` 
 address (MindSpore's hccl_tools writes the server's IP there), else at its `host_ip` when the table
 gives one (the HCCL guide's tables name servers `node_0` and give `host_ip`), else at the
 `server_id` as a host name (DNS, or a `Host` in ssh_config); `devices` is the server's device count unless `defaults` sets it (a table may use 4 of
-a node's 8 NPUs; npu.health counts the node's chips). `hccl.ranktable` is pointed at the table's
-own path unless the inventory's `checks:` says otherwise: the job reads the table at the same path
-on the nodes (shared storage, or the same copy on each).
+a node's 8 NPUs; npu.health counts the node's chips). Each node's launch environment gets
+`RANK_TABLE_FILE` = the table's own path unless `defaults.env` sets it: the job reads the table at
+that path on the nodes (shared storage, or the same copy on each), and so does `hccl.ranktable`.
 
 The table is validated as HCCL validates it (preflight/ascend/ranktable.py); a table HCCL would
 refuse is an inventory error, one line naming the file and why. The nodes are handed to the
@@ -35,7 +35,7 @@ from .ascend import ranktable as rt
 from .errors import InventoryError
 
 KEY = "rank_table"
-CHECK = "hccl.ranktable"
+ENV = "RANK_TABLE_FILE"  # where HCCL (and the hccl.ranktable check) find the table
 FORMAT = "rank-table"
 
 
@@ -65,12 +65,10 @@ def read(ctx: Any, p: Path, text: str, doc: Any, mapping: Callable[[dict, int], 
             raise ctx.fail(doc, KEY, "expected the path of an HCCL rank table (hccl.json)")
         target = p.parent / os.path.expanduser(value)
         table, wrapper = _table(lambda: rt.load(target), f"{p}:{line}: {KEY}: "), doc
-    nodes = [mapping(_node(s, line, ctx, wrapper), line) for s in table.servers]
-    given = {k: v for k, v in wrapper.items() if k not in (KEY, "nodes")}
-    checks = dict(given.get("checks") or {})
-    if isinstance(checks.get(CHECK, {}), dict) and "path" not in checks.get(CHECK, {}):
-        checks[CHECK] = {**checks.get(CHECK, {}), "path": str(Path(table.path).resolve())}
-    out = mapping({**given, "nodes": nodes, "checks": checks}, line)
+    defaults = wrapper.get("defaults") or {}
+    env = {} if ENV in (defaults.get("env") or {}) else {"env": mapping({ENV: str(Path(table.path).resolve())}, line)}
+    nodes = [mapping({**_node(s, line, ctx, defaults), **env}, line) for s in table.servers]
+    out = mapping({**{k: v for k, v in wrapper.items() if k != KEY}, "nodes": nodes}, line)
     out.lines.update(getattr(wrapper, "lines", {}))
     entries, top = native(ctx, out)
     return entries, top, table
@@ -92,7 +90,7 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-def _node(s: rt.Server, line: int, ctx: Any, wrapper: Any) -> dict[str, Any]:
+def _node(s: rt.Server, line: int, ctx: Any, defaults: Any) -> dict[str, Any]:
     from .inventory import HOST_RE, NAME_RE  # the reader's own rules for names and addresses
 
     if not NAME_RE.fullmatch(s.server_id):
@@ -103,6 +101,6 @@ def _node(s: rt.Server, line: int, ctx: Any, wrapper: Any) -> dict[str, Any]:
         raise InventoryError(f"{ctx.path}:{line}: {KEY}: server {s.server_id}: {host!r} is not an address or host "
                              f"name (give the server a host_ip)")
     node = {"name": s.server_id, "host": host}
-    if "devices" not in (wrapper.get("defaults") or {}):
+    if "devices" not in defaults:
         node["devices"] = len(s.devices)
     return node

@@ -58,6 +58,9 @@ class Server:
 
 @dataclass(frozen=True)
 class RankTable:
+    """A table HCCL would load, as other code launches from it: `ranks()` in rank order (rank id,
+    server, device), `server(id)`, `world_size`, and `superpod` with each server's `super_pod_id`."""
+
     path: str
     version: str
     servers: tuple[Server, ...]

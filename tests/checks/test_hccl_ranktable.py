@@ -79,7 +79,8 @@ def test_server_replaced_is_named_with_the_fix():
                                      "n1": {**ctx.facts["n1"], check.ID: own(text)}},
                          ctx.params, {"n0": {f"{check.READ_PROBE}_n0": CommandOutput(stdout=text)}})
     findings = check.evaluate(ctx)
-    assert "server node_9 (ranks 2-3) is not a node of the inventory (replaced?)" in findings[0].summary
+    assert "server node_9 (ranks 2-3) is not a reachable node of this run (not in the inventory: replaced?" \
+        in findings[0].summary
     assert findings[0].status is Status.FAIL and "Regenerate" in findings[0].remediation
     assert by_node(findings)["n1"].status is Status.WARN  # the new node is in no table
 

@@ -24,7 +24,7 @@ def test_table_itself_is_the_inventory(tmp_path):
     inv = load(JITTOR, ssh_config=nocfg(tmp_path))
     [n] = inv.nodes
     assert (inv.fmt, n.name, n.host, n.devices) == ("rank-table", "192.168.20.191", "192.168.20.191", 8)
-    assert n.params["hccl.ranktable"]["path"] == str(JITTOR.resolve())  # the check reads this table
+    assert n.env["RANK_TABLE_FILE"] == str(JITTOR.resolve())  # as the job (and hccl.ranktable) will find it
 
 
 def test_superpod_servers_reached_at_host_ip(tmp_path):
@@ -52,12 +52,12 @@ def test_yaml_naming_the_table_gives_ssh_settings(tmp_path):
     inv = load(inv_file, ssh_config=nocfg(tmp_path))
     assert inv.cluster == "a3-pod" and [(n.name, n.host, n.user, n.become, n.devices) for n in inv.nodes] == [
         ("node_0", "172.16.0.110", "ops", "sudo", 2), ("node_1", "172.16.0.111", "ops", "sudo", 2)]
-    assert inv.nodes[0].params["hccl.ranktable"]["path"] == str((tmp_path / "jobs" / "hccl.json").resolve())
+    assert inv.nodes[0].env["RANK_TABLE_FILE"] == str((tmp_path / "jobs" / "hccl.json").resolve())
     inv_file.write_text("rank_table: jobs/hccl.json\ndefaults:\n  devices: 16\n"
-                        "checks:\n  hccl.ranktable: {path: /user/serverid/devindex/config/hccl.json}\n")
+                        "  env: {RANK_TABLE_FILE: /user/serverid/devindex/config/hccl.json, HCCL_BUFFSIZE: 200}\n")
     inv = load(inv_file, ssh_config=nocfg(tmp_path))
     assert {n.devices for n in inv.nodes} == {16}  # the node's chips, when the table uses some of them
-    assert inv.nodes[1].params["hccl.ranktable"]["path"] == "/user/serverid/devindex/config/hccl.json"
+    assert inv.nodes[1].env == {"RANK_TABLE_FILE": "/user/serverid/devindex/config/hccl.json", "HCCL_BUFFSIZE": "200"}
 
 
 def test_refusals_are_one_line(tmp_path):
