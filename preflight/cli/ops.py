@@ -61,6 +61,8 @@ def gate(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, ssh_
             limit = gate_mod.allocation(limit, need)
         if drain or resume:
             gate_mod.slurm_usable()
+            if local:
+                gate_mod.local_slurm_name()
         if local:
             inv = gate_mod.local_inventory(inventory)
         else:

@@ -9,7 +9,8 @@ failing and unreachable nodes as a Slurm hostlist (`node[03,07]`) ready for `sba
 
 `--local` is for a Slurm Prolog, which runs on every allocated node: the checks run on this host
 through /bin/sh (no SSH), for one node built from this host's entry in the inventory when it has
-one (matched by $SLURMD_NODENAME or the host name), else from the inventory's defaults.
+one (matched by $SLURMD_NODENAME under Slurm, else by the host name), else from the inventory's
+defaults; the node is named so, and `--drain`/`--resume` act on $SLURMD_NODENAME (required there).
 """
 from __future__ import annotations
 
@@ -28,9 +29,13 @@ DEFAULT_DEADLINE = 30.0
 
 
 def this_host_names() -> list[str]:
-    """Names this machine may have in an inventory, most specific first."""
+    """Names this machine may have in an inventory, most specific first: under Slurm (a prolog)
+    only $SLURMD_NODENAME, Slurm's name for it, which is the one --drain acts on (the host name
+    may differ: node03 vs cn03.cluster.local); elsewhere the host name, full then short."""
     import socket
-    names = [os.environ.get("SLURMD_NODENAME", ""), socket.gethostname(), socket.gethostname().split(".")[0]]
+    if os.environ.get("SLURMD_NODENAME"):
+        return [os.environ["SLURMD_NODENAME"]]
+    names = [socket.gethostname(), socket.gethostname().split(".")[0]]
     out: list[str] = []
     for n in names:
         if n and n not in out:
@@ -126,6 +131,16 @@ def allocation(limit: str | None, need: int) -> str:
         raise SlurmError(f"--need {need} is more than the allocation's {count} node(s) ({nodes})",
                          EXIT_NEED_TOO_LARGE)
     return nodes
+
+
+def local_slurm_name() -> str:
+    """`--local` with --drain/--resume: the node Slurm knows this host as; InventoryError without it
+    (the host name is not Slurm's name for it, and draining another node is worse than none)."""
+    name = os.environ.get("SLURMD_NODENAME", "")
+    if not name:
+        raise InventoryError("--local with --drain/--resume acts on $SLURMD_NODENAME, which is not set: "
+                             "run it from a Slurm prolog or epilog (or set SLURMD_NODENAME to this node's Slurm name)")
+    return name
 
 
 def slurm_usable() -> None:

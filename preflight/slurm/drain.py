@@ -47,25 +47,70 @@ def ours(reason: str | None) -> bool:
     return bool(reason) and reason.startswith(PREFIX)  # type: ignore[union-attr]
 
 
-def reason_text(check: str, finding: str) -> str:
-    """`preflight: <check> <short finding>`: node text is untrusted, so control characters go and
-    the length is bounded."""
+def reason_text(checks: str | Sequence[str], finding: str) -> str:
+    """`preflight: <check>[,<check>...] <short finding>`: every check that failed on the node comes
+    first and whole (a resume needs each of them to pass again); node text is untrusted, so control
+    characters go and the finding is cut to keep the line short."""
+    ids = ",".join([checks] if isinstance(checks, str) else checks)
     finding = re.sub(r"[\x00-\x1f\x7f]+", " ", finding)
-    text = " ".join(f"{PREFIX} {check} {finding}".split())
-    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 3].rstrip() + "..."
+    text = " ".join(f"{PREFIX} {ids} {finding}".split())
+    keep = max(REASON_MAX, len(PREFIX) + len(ids) + 5)
+    return text if len(text) <= keep else text[: keep - 3].rstrip() + "..."
+
+
+_CHECK_ID = re.compile(r"[a-z][a-z0-9_]*\.[a-z0-9_]+")
+
+
+def drained_by(reason: str | None) -> list[str] | None:
+    """The check ids our drain Reason names (reason_text's first word); None when it names none
+    (a Reason written by hand or by something else that begins with our prefix)."""
+    if not ours(reason):
+        return None
+    head = reason[len(PREFIX):].split(maxsplit=1)  # type: ignore[index]
+    ids = head[0].split(",") if head else []
+    return ids if ids and all(_CHECK_ID.fullmatch(i) for i in ids) else None
+
+
+def _counts(r, strict: bool) -> bool:
+    """A result that makes its node unusable: a fail or error (with strict, a warn); an
+    acknowledged failure only with strict (as `gate` says READY over it: ops/gate.split_nodes)."""
+    bad = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
+    return r.status in bad and (strict or not r.ack)
 
 
 def findings(report: Report, strict: bool = False) -> dict[str, tuple[str, bool]]:
     """node -> (reason, unreachable) for every node the gate found unusable."""
-    bad_status = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
     out: dict[str, tuple[str, bool]] = {}
     for n in report.nodes:
         if n.state is not NodeStateKind.OK:
             out[n.name] = (reason_text(CONNECT_ID, f"{n.state.value}{': ' + n.error if n.error else ''}"), True)
+    failed: dict[str, list] = {}
     for r in report.results:
-        if r.node and r.node not in out and r.status in bad_status:
-            out[r.node] = (reason_text(r.check, r.summary), False)
+        if r.node and r.node not in out and _counts(r, strict):
+            failed.setdefault(r.node, []).append(r)
+    for node, rows in failed.items():
+        out[node] = (reason_text(list(dict.fromkeys(r.check for r in rows)), rows[0].summary), False)
     return out
+
+
+def not_passed_again(report: Report, node: str, checks: Sequence[str], strict: bool = False) -> list[str]:
+    """Those of `checks` that did not run again on `node` and pass: no result of it for the node, a
+    skip, an error, or (a cluster check with no row for the node) a summary that did not judge."""
+    missing = []
+    for check in checks:
+        if check == CONNECT_ID:
+            ok = any(n.name == node and n.state is NodeStateKind.OK for n in report.nodes)
+        else:
+            mine = [r for r in report.results if r.check == check and r.node == node]
+            summary = [r for r in report.results if r.check == check and r.node is None]
+            if mine:
+                ok = all(r.status is Status.PASS or (not strict and r.status is Status.WARN)
+                         or (not strict and r.ack and r.status is Status.FAIL) for r in mine)
+            else:
+                ok = any(r.status in (Status.PASS, Status.WARN, Status.FAIL) for r in summary)
+        if not ok:
+            missing.append(check)
+    return missing
 
 
 def plan(report: Report, slurm: dict[str, SlurmNode], drain: bool, resume: bool,
@@ -91,10 +136,19 @@ def plan(report: Report, slurm: dict[str, SlurmNode], drain: bool, resume: bool,
             else:
                 actions.append(Action(n.name, "drain", f"drain: {reason}", reason))
         elif s.offline and ours(s.reason):
-            if drain or resume:
-                actions.append(Action(n.name, "resume", f"resume: passes now (was: {s.reason})"))
-            else:
+            if not (drain or resume):
                 actions.append(Action(n.name, "none", f"passes, still {s.state} ({s.reason}); resumed only with --resume"))
+                continue
+            by = drained_by(s.reason)
+            missing = not_passed_again(report, n.name, by, strict) if by is not None else None
+            if by is None:
+                actions.append(Action(n.name, "none", f"still {s.state} ({s.reason}): the reason names no check "
+                                                      "preflight can run again; resume it by hand"))
+            elif missing:
+                actions.append(Action(n.name, "none", f"still {s.state} ({s.reason}): not resumed, "
+                                                      f"{', '.join(missing)} did not run again and pass"))
+            else:
+                actions.append(Action(n.name, "resume", f"resume: {', '.join(by)} passed again (was: {s.reason})"))
         elif s.offline:
             actions.append(Action(n.name, "none", f"passes, but {s.state} for a reason that is not ours "
                                                   f"({s.reason or 'none'}): left alone"))

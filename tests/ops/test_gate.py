@@ -96,6 +96,22 @@ def test_local_inventory_uses_this_hosts_entry_or_the_defaults(tmp_path, monkeyp
     assert bare.nodes[0].host == "localhost"
 
 
+def test_local_gate_is_named_by_slurm_not_by_the_host_name(tmp_path, monkeypatch):
+    """Issue 29 finding 10: the prolog's node was the host name, so --drain drained (or missed) the
+    wrong node where Slurm's name differs. An entry matching the host name is not used under Slurm."""
+    import socket
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"nodes:\n  - {{name: {socket.gethostname().split('.')[0]}, host: 10.0.0.7}}\n")
+    monkeypatch.setenv("SLURMD_NODENAME", "node03")
+    assert [n.name for n in gate.local_inventory(str(inv)).nodes] == ["node03"]
+    assert [n.name for n in gate.local_inventory(None).nodes] == ["node03"]
+    monkeypatch.delenv("SLURMD_NODENAME")
+    r = CliRunner().invoke(main, ["gate", "--local", "--drain", "--dry-run"])
+    assert r.exit_code in (2, 5) and "Traceback" not in r.output
+    if r.exit_code == 2:  # (5: no sinfo on PATH, asked first)
+        assert "$SLURMD_NODENAME, which is not set" in r.output
+
+
 def test_bad_input_is_one_line(tmp_path):
     r = CliRunner().invoke(main, ["gate"])
     assert r.exit_code == 2 and "needs an INVENTORY" in r.output

@@ -97,7 +97,7 @@ def test_without_drain_nothing_changes_in_slurm(c):
 
 def test_dry_run_prints_the_scontrol_lines_and_changes_nothing(c):
     c.inject("node02", "npu_health", device=3, status="Alarm", codes=["A4025021"])
-    operator_drain(c, "node01", "preflight: an older finding")
+    operator_drain(c, "node01", "preflight: npu.health an older finding")
     before = slurm(c)
     cp = gate(c, "--drain", "--dry-run")
     assert cp.returncode == 1
@@ -169,3 +169,30 @@ def test_drain_on_drains_only_nodes_whose_failures_need_those_actions(c):
     assert st["node04"][0] == "idle", st["node04"]
     assert "drain-on reset_device,replace_hardware: node02" in cp.stderr
     assert "node04" in cp.stderr and "not drained: its failures need none of --drain-on's actions" in cp.stderr
+
+
+def test_resumed_only_when_the_draining_check_ran_again_and_passed(c):
+    """Issue 29 finding 8: a node drained for npu.health was resumed by a later gate that ran only
+    ssh.connect. Now the Reason names the checks that drained it, and a resume needs each to pass."""
+    c.inject("node02", "npu_health", device=3, status="Alarm", codes=["A4025021"])
+    assert gate(c, "--drain").returncode == 1
+    assert slurm(c)["node02"][0] == "drain"
+    c.reset("node02")
+    cp = gate(c, "--drain", "--resume", "--checks", "ssh.connect")
+    assert cp.returncode == 0, cp.stderr
+    assert slurm(c)["node02"][0] == "drain"
+    assert "node02" in cp.stderr and "npu.health did not run again and pass" in cp.stderr
+    cp = gate(c, "--drain", "--checks", "npu.health")
+    assert cp.returncode == 0, cp.stderr
+    assert slurm(c)["node02"] == ("idle", "none")
+
+
+def test_local_drain_acts_on_slurmd_nodename_not_the_host_name(c, tmp_path):
+    """Issue 29 finding 10: a prolog's `gate --local --drain` drained the host name. This host has
+    no npu-smi, so npu.health fails here; Slurm's name for the node (SLURMD_NODENAME) is drained."""
+    env = dict(c.slurm_env(), SLURMD_NODENAME="node03")
+    cp = subprocess.run([*PREFLIGHT, "gate", "--local", "--drain", "--checks", "npu.health", "--format", "json"],
+                        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert cp.returncode == 1, cp.stderr
+    state, reason = slurm(c)["node03"]
+    assert state == "drain" and reason.startswith("preflight: npu.health "), (state, reason)

@@ -2,6 +2,8 @@
 sinfo parsing, NHC's drain/resume rule, --need's choice, and the bad-input exit codes."""
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import shutil
 import subprocess
@@ -36,7 +38,7 @@ def _slurm(**states):
 def test_plan_follows_nhcs_rule():
     report = make_report(nodes=["node01", "node02", "node03", "node04"], fail={"node02": "hccn.link", "node03": "hccn.link"},
                          unreachable={"node04"})
-    slurm = _slurm(node01=("drain", "preflight: old finding"), node02=("idle", None),
+    slurm = _slurm(node01=("drain", "preflight: hccn.link old finding"), node02=("idle", None),
                    node03=("down*", "power supply"), node04=("idle", None))
     acts = {a.node: a for a in drain.plan(report, slurm, drain=True, resume=False)}
     assert acts["node01"].verb == "resume" and acts["node01"].line == "scontrol update NodeName=node01 State=RESUME"
@@ -58,6 +60,40 @@ def test_plan_leaves_a_node_already_drained_with_the_same_reason():
     newer = _slurm(node01=("drain", "preflight: npu.health old"))
     assert [a.verb for a in drain.plan(report, newer, drain=True, resume=False)] == ["drain"]
     assert [a.verb for a in drain.plan(report, {}, drain=True, resume=False)] == ["none"]  # not a Slurm node
+
+
+def test_a_node_is_resumed_only_when_the_checks_that_drained_it_passed_again():
+    """Issue 29 finding 8: a node drained for npu.idle was resumed by a gate that ran only ssh.connect."""
+    from preflight.model import Result
+    only_connect = make_report(nodes=["node01"])
+    only_connect = dataclasses.replace(only_connect, results=tuple(r for r in only_connect.results if r.check == "ssh.connect"))
+    idle = _slurm(node01=("drain", "preflight: npu.idle device 2 runs pid 4411"))
+    act, = drain.plan(only_connect, idle, drain=True, resume=True)
+    assert act.verb == "none" and "npu.idle did not run again and pass" in act.note
+    both = _slurm(node01=("drain", "preflight: hccn.link,npu.idle device 5 link DOWN"))
+    act, = drain.plan(make_report(nodes=["node01"]), both, drain=True, resume=True)  # hccn.link passed, npu.idle absent
+    assert act.verb == "none" and act.note.endswith("npu.idle did not run again and pass")
+    passed = make_report(nodes=["node01"], extra=[Result("npu.idle", "node01", Status.PASS, "no process")])
+    assert [a.verb for a in drain.plan(passed, both, drain=True, resume=True)] == ["resume"]
+    skipped = make_report(nodes=["node01"], extra=[Result("npu.idle", "node01", Status.SKIP, "busy")])
+    assert [a.verb for a in drain.plan(skipped, both, drain=True, resume=True)] == ["none"]
+    by_hand = _slurm(node01=("drain", "preflight: an older finding"))
+    act, = drain.plan(passed, by_hand, drain=True, resume=True)
+    assert act.verb == "none" and "resume it by hand" in act.note
+
+
+def test_the_reason_names_every_failed_check_and_an_acknowledged_failure_drains_nothing():
+    from preflight.model import Result
+    report = make_report(nodes=["node01", "node02"], fail={"node01": "hccn.link"},
+                         extra=[Result("npu.idle", "node01", Status.FAIL, "pid 7", remediation="x"),
+                                Result("npu.idle", "node02", Status.FAIL, "pid 8", remediation="x", ack={"by": "ops"})])
+    acts = {a.node: a for a in drain.plan(report, _slurm(node01=("idle", None), node02=("idle", None)), True, False)}
+    assert acts["node01"].reason == "preflight: hccn.link,npu.idle device 5 link DOWN"
+    assert drain.drained_by(acts["node01"].reason) == ["hccn.link", "npu.idle"]
+    assert "node02" not in acts  # its only failure is acknowledged: the gate says READY for it; no action
+    strict = {a.node: a for a in drain.plan(report, _slurm(node01=("idle", None), node02=("idle", None)), True, False,
+                                            strict=True)}
+    assert strict["node02"].verb == "drain"
 
 
 def test_reason_is_one_bounded_line():
