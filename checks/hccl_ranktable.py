@@ -25,7 +25,6 @@ every node; or put a re-addressed device back (`hccn_tool -i N -ip -s address <i
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -89,13 +88,13 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
 
 # ---- plan: one copy of each distinct table read, spod-info where the table is a SuperPoD one -----
 
-def _copies(ctx: ClusterContext) -> dict[tuple[str, str], list[str]]:
-    """(path, sha256) -> the nodes holding that copy."""
-    out: dict[tuple[str, str], list[str]] = {}
+def _copies(ctx: ClusterContext) -> dict[str, list[tuple[str, str]]]:
+    """sha256 -> the (node, path) of each copy with that content (one content at two paths is one copy)."""
+    out: dict[str, list[tuple[str, str]]] = {}
     for n in sorted(ctx.nodes):
         f = ctx.facts.get(n, {}).get(ID)
         if f is not None and f.sha256:
-            out.setdefault((f.path, f.sha256), []).append(n)
+            out.setdefault(f.sha256, []).append((n, f.path))
     return out
 
 
@@ -108,8 +107,8 @@ def spod_script(chips: list[tuple[int, int]]) -> Probe:
 
 def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     out: dict[str, dict[str, Probe]] = {}
-    for (path, _), holders in _copies(ctx).items():
-        out.setdefault(holders[0], {})[READ_PROBE + "_" + holders[0]] = cmd("cat -- {p}", p=path)
+    for (node, path), *_ in _copies(ctx).values():
+        out.setdefault(node, {})[READ_PROBE + "_" + node] = cmd("cat -- {p}", p=path)
     for n in sorted(ctx.nodes):
         health = ctx.facts.get(n, {}).get("npu.health")
         table = getattr(health, "table", None)
@@ -191,6 +190,8 @@ def _devices(s: rt.Server, node: str, facts: Mapping[str, Any], v: Verdict) -> N
     ips = getattr(facts.get("hccn.ip"), "devices", None)
     if ips is None:
         v.notes.append(f"{node}: device IPs unknown (hccn.ip has no answer there); device_ip not compared")
+    if not chips:
+        v.notes.append(f"{node}: no npu-smi table (see npu.health); device ids and health not compared")
     for d in s.devices:
         rank = f"rank {d.rank_id}"
         if chips and d.device_id not in chips:
@@ -269,14 +270,13 @@ def _copy_problems(ctx: ClusterContext, v: Verdict) -> tuple[str, str, str] | No
     copies = _copies(ctx)
     if not copies:
         return None
-    counts = Counter({k: len(h) for k, h in copies.items()})
-    (path, digest), _ = counts.most_common(1)[0]
-    for (p, d), holders in copies.items():
-        if (p, d) != (path, digest):
-            for n in holders:
-                v.nodes.setdefault(n, []).append(f"its rank table {p} differs from the copy on "
-                                                 f"{counts[(path, digest)]} other node(s) (sha256 {d[:12]} vs {digest[:12]})")
-    return path, digest, copies[(path, digest)][0]
+    digest = max(copies, key=lambda d: (len(copies[d]), d))  # the copy most nodes hold
+    holder, path = copies[digest][0]
+    for d, holders in copies.items():
+        for n, p in holders if d != digest else ():
+            v.nodes.setdefault(n, []).append(f"its rank table {p} differs from the copy on {len(copies[digest])} "
+                                             f"other node(s) (sha256 {d[:12]} vs {digest[:12]})")
+    return path, digest, holder
 
 
 def evaluate(ctx: ClusterContext) -> list[Finding]:
@@ -290,9 +290,11 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     if ref is not None:
         path, _, holder = ref
         read = ctx.planned.get(holder, {}).get(READ_PROBE + "_" + holder)
-        if read is None or read.rc != 0 or read.timed_out or read.error:
-            why = (read.error or first_line(read.stderr)) if read is not None else "not read"
-            v.table.append(f"{path} could not be read on {holder}: {why or 'exit code %s' % read.rc}")
+        if read is None or not read.ok or read.truncated:
+            why = ("cut at the output cap (a table this large is not read)" if read is not None and read.truncated
+                   else (read.error or first_line(read.stderr) or f"exit code {read.rc}") if read is not None
+                   else "not read")
+            v.table.append(f"{path} could not be read on {holder}: {why}")
         else:
             try:
                 table = rt.parse(read.stdout, f"{path} (on {holder})")

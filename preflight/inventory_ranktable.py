@@ -65,8 +65,8 @@ def read(ctx: Any, p: Path, text: str, doc: Any, mapping: Callable[[dict, int], 
             raise ctx.fail(doc, KEY, "expected the path of an HCCL rank table (hccl.json)")
         target = p.parent / os.path.expanduser(value)
         table, wrapper = _table(lambda: rt.load(target), f"{p}:{line}: {KEY}: "), doc
-    defaults = wrapper.get("defaults") or {}
-    env = {} if ENV in (defaults.get("env") or {}) else {"env": mapping({ENV: str(Path(table.path).resolve())}, line)}
+    defaults = wrapper.get("defaults") if isinstance(wrapper.get("defaults"), dict) else {}  # else refused below
+    env = {} if isinstance(defaults.get("env"), dict) and ENV in defaults["env"] else {"env": mapping({ENV: str(Path(table.path).resolve())}, line)}
     nodes = [mapping({**_node(s, line, ctx, defaults), **env}, line) for s in table.servers]
     out = mapping({**{k: v for k, v in wrapper.items() if k != KEY}, "nodes": nodes}, line)
     out.lines.update(getattr(wrapper, "lines", {}))

@@ -201,3 +201,13 @@ def test_probe_in_a_real_shell(tmp_path, via_env):
     gone = check.probes(node, {"path": str(tmp_path / "nope.json")})[check.STAT_PROBE]
     run = subprocess.run(["sh", "-c", gone.cmd], capture_output=True, text=True, timeout=30)
     assert check.parse({check.STAT_PROBE: CommandOutput(stdout=run.stdout, rc=run.returncode)}).error == "not found"
+
+
+def test_same_content_at_two_paths_is_one_copy_and_a_cut_read_is_said():
+    text = fixture_path(TYPICAL).read_text()
+    ctx = ctx_for(TYPICAL, mutate=lambda f: f["n1"].update({check.ID: own(text, "/shared/hccl.json")}))
+    assert check.evaluate(ctx)[0].status is Status.PASS
+    cut = ClusterContext(ctx.nodes, ctx.facts, ctx.params,
+                         {"n0": {f"{check.READ_PROBE}_n0": CommandOutput(stdout=text[:100], truncated=True)}})
+    [f] = check.evaluate(cut)
+    assert f.status is Status.FAIL and "could not be read on n0: cut at the output cap" in f.summary

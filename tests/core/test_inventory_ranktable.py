@@ -77,6 +77,9 @@ def test_refusals_are_one_line(tmp_path):
     with pytest.raises(InventoryError, match=r"inv.yaml:1: rank_table: .*missing.json: cannot read rank table"):
         load(wrapper, ssh_config=nocfg(tmp_path))
     (tmp_path / "hccl.json").write_text(TYPICAL.read_text())
+    wrapper.write_text("rank_table: hccl.json\ndefaults: ops\n")
+    with pytest.raises(InventoryError, match=r"inv.yaml:2: defaults: expected a mapping"):
+        load(wrapper, ssh_config=nocfg(tmp_path))
     wrapper.write_text("rank_table: hccl.json\ndefaults:\n  usr: ops\n")
     with pytest.raises(InventoryError, match=r"inv.yaml:3: usr: unknown key in defaults"):
         load(wrapper, ssh_config=nocfg(tmp_path))
