@@ -13,6 +13,7 @@ send (their `probes()` text, through `sh -c`), then the checks' own pure parse()
                                                    one rank, nccl, when torch sees CUDA
 
 What it writes: captures/ (one set of files per probe of gpu.health, gpu.idle, gpu.topology, ib.link,
+cuda.env and cuda.torch (the python is `python3` of the login PATH),
 plus `query_gpu_csv`: the `--query-gpu` fields the simulator serves, csv,noheader,nounits, and
 `query_gpu_csv_header` with the header line the simulator has no sample of), fixtures/ (the same
 outputs as fixture files with a `# source:` header naming this capture, ready for
@@ -35,11 +36,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from preflight.checkapi import CommandOutput, ParseError  # noqa: E402
-from preflight.checks import gpu_health, gpu_idle, gpu_topology, ib_link  # noqa: E402
+from preflight.checks import cuda_env, cuda_torch, gpu_health, gpu_idle, gpu_topology, ib_link  # noqa: E402
 from preflight.node import Node  # noqa: E402
 from preflight.nvidia import nvidia_smi  # noqa: E402
+from preflight.transport.clean import clean  # noqa: E402
 
-CHECKS = (gpu_health, gpu_idle, gpu_topology, ib_link)
+CHECKS = (gpu_health, gpu_idle, gpu_topology, ib_link, cuda_env, cuda_torch)
 CSV_FIELDS = ("index", "name", "pci.bus_id", "driver_version", "uuid", "memory.total", "memory.used")
 EXTRA = {
     "query_gpu_csv": f"nvidia-smi --query-gpu={','.join(CSV_FIELDS)} --format=csv,noheader,nounits",
@@ -115,8 +117,9 @@ def _output(cap: Path, name: str) -> CommandOutput | None:
     if not (cap / f"{name}.rc").exists():
         return None
     rc = int((cap / f"{name}.rc").read_text().strip() or 1)
-    return CommandOutput(stdout=(cap / f"{name}.out").read_text(), rc=rc, stderr=(cap / f"{name}.err").read_text(),
-                         timed_out=rc == 124)
+    # captures/ keeps the raw bytes (fixtures); the checks read them as the transport delivers them
+    return CommandOutput(stdout=clean((cap / f"{name}.out").read_text()), rc=rc,
+                         stderr=clean((cap / f"{name}.err").read_text()), timed_out=rc == 124)
 
 
 def evaluate(out: Path, devices: int | None = None) -> list[dict]:
