@@ -45,7 +45,7 @@ from typing import Callable, Mapping
 from preflight import launchenv, redact
 from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, q
 from preflight.model import worst
-from preflight.net import ifname, iproute
+from preflight.net import ifname, iproute, procnet
 from preflight.net.iproute import Interface, Route
 from preflight.nvidia import ibstat, probes as nv
 
@@ -60,7 +60,8 @@ DEFAULTS: dict = {
 }
 IP_PROBE, MASTER_PROBE = "ip_addr", "master_addr"
 ROUTE_MARK = "@@preflight-route"
-IP_REMEDY = "install iproute2 on the node (apt-get install iproute2 / yum install iproute)"
+IP_REMEDY = ("make /sys/class/net and /proc/net readable on the node (they are where `ip` is not installed), "
+             "or install iproute2 (apt-get install iproute2 / yum install iproute)")
 # Variables shown in details (values of secret-looking names are redacted anyway).
 SHOWN = re.compile(r"^(HCCL_|NCCL_|GLOO_|MASTER_|ASCEND_RT_VISIBLE_DEVICES$|WORLD_SIZE$|NODE_RANK$|NNODES$|RANK$)")
 
@@ -77,7 +78,8 @@ class Comm:
 class Facts:
     env: dict[str, str]
     interfaces: tuple[Interface, ...] = ()
-    ip_error: str | None = None  # `ip` missing or failing: interfaces unknown
+    ip_error: str | None = None  # neither `ip` nor /sys/class/net + /proc/net readable: interfaces unknown
+    net_source: str = ""  # where interfaces and routes came from: ip -j addr | ip addr | /sys/class/net + /proc/net
     master_addr: str | None = None
     master_ips: tuple[str, ...] = ()
     master_route: Route | None = None
@@ -168,10 +170,14 @@ def followup(outputs, node, params) -> dict[str, Probe]:
 
 
 def master_probe(addr: str, family: str = "inet") -> Probe:
+    """getent, then `ip route get` of the first address; where `ip` is not installed, the kernel's
+    route tables (procnet.route_to reads them as `ip route get` would, main table only)."""
     db = "ahostsv6" if family == "inet6" or ":" in addr else "ahostsv4"
-    return cmd("getent {db} {addr}; echo {mark} $?; "
-               "LC_ALL=C ip route get \"$(getent {db} {addr} | awk 'NR==1{{print $1}}')\" 2>&1",
-               db=db, addr=addr, mark=ROUTE_MARK)
+    return cmd("getent {db} {addr}; echo {mark} $?; a=$(getent {db} {addr} | awk 'NR==1{{print $1}}'); "
+               "if command -v ip >/dev/null 2>&1; then LC_ALL=C ip route get \"$a\" 2>&1; "
+               "else echo {pmark}; for f in {files}; do echo \"@@file $f\"; cat \"$f\" 2>/dev/null; done; fi",
+               db=db, addr=addr, mark=ROUTE_MARK, pmark=iproute.PROCNET_MARK,
+               files=["/proc/net/route", "/proc/net/ipv6_route"])
 
 
 def _family(env: Mapping[str, str]) -> str:
@@ -190,22 +196,24 @@ def _parse(launch: CommandOutput | None, out: CommandOutput | None, master_out: 
     same outputs as env.comm (one run of each command a node), so the second read is the first's
     facts. Outputs differ from node to node (addresses, times), so nodes never share an entry."""
     env = launchenv.parse(launch)
-    ifs, ip_error = (), None
+    ifs, ip_error, source = (), None, ""
     if out is None or out.rc == 127 or (out.rc != 0 and not out.stdout.strip()):
-        ip_error = f"`ip` (iproute2) not runnable on this node (rc {out.rc if out else None}): {(out.stderr if out else '').strip()[:200]}"
+        ip_error = (f"neither `ip` nor /sys/class/net + /proc/net could be read on this node (rc "
+                    f"{out.rc if out else None}): {(out.stderr if out else '').strip()[:200]}")
     else:
-        ifs = iproute.parse_addr(out)
+        ifs, source = iproute.read_addr(out)
     master = env.get("MASTER_ADDR", "").strip() or None
-    ips, route, merr = _master(master_out) if master else ((), None, None)
+    ips, route, merr = _master(master_out, ifs) if master else ((), None, None)
     ib, ib_source = None, ""
     if ib_out is not None and ib_out.ok:
         ib_source, ports = ibstat.read_probe(ib_out.stdout)
         ib = tuple(ports)
-    return Facts(env, ifs, ip_error, master, ips, route, merr, _family(env), ib, ib_source)
+    return Facts(env, ifs, ip_error, source, master, ips, route, merr, _family(env), ib, ib_source)
 
 
-def _master(out: CommandOutput | None) -> tuple[tuple[str, ...], Route | None, str | None]:
-    """`getent ahostsv4` lines (`10.0.0.1  STREAM host`), the route marker, then `ip route get`."""
+def _master(out: CommandOutput | None, ifs: tuple[Interface, ...]) -> tuple[tuple[str, ...], Route | None, str | None]:
+    """`getent ahostsv4` lines (`10.0.0.1  STREAM host`), the route marker, then `ip route get`
+    (or, without `ip`, the kernel's route tables)."""
     if out is None:
         return (), None, "MASTER_ADDR was not resolved (probe not run)"
     head, sep, tail = out.stdout.partition(ROUTE_MARK)
@@ -215,6 +223,11 @@ def _master(out: CommandOutput | None) -> tuple[tuple[str, ...], Route | None, s
     if not ips:
         return (), None, "does not resolve (getent found no address)"
     route_text = tail.split("\n", 1)[1] if "\n" in tail else ""
+    if route_text.startswith(iproute.PROCNET_MARK):
+        route = procnet.route_to(ips[0], route_text, ifs)
+        if route is None or route.kind != "unicast" and route.kind != "local":
+            return ips, None, f"no route to {ips[0]} in /proc/net/route ({'unreachable' if route else 'no entry covers it'})"
+        return ips, route, None
     if "RTNETLINK" in route_text or "unreachable" in route_text.lower() or not route_text.strip():
         return ips, None, f"no route: {route_text.strip()[:200] or 'ip route get printed nothing'}"
     return ips, iproute.parse_route_get(route_text), None
@@ -596,11 +609,12 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     problems = [p for rule in rules for p in rule(facts, params, node)]
     comm = facts.comm(getattr(node, "backend", "ascend"))
     details = {"launch_env": shown, "comm": {"ip": comm.ip, "iface": comm.iface, "source": comm.source},
-               "interfaces": _ifs_summary(facts), "master": facts.is_master,
+               "interfaces": _ifs_summary(facts), "interfaces_source": facts.net_source, "master": facts.is_master,
                "master_ips": list(facts.master_ips)}
     if not problems:
         where = f"{comm.iface} {comm.ip} (from {comm.source})" if comm.ip else "no usable interface"
-        return [Finding(Status.PASS, f"communication via {where}", details)]
+        read = f"; interfaces read from {facts.net_source} (no `ip` on the node)" if facts.net_source == procnet.SOURCE else ""
+        return [Finding(Status.PASS, f"communication via {where}{read}", details)]
     details["problems"] = [{"status": p.status.value, "message": p.message, "remediation": p.remediation} for p in problems]
     status = worst(p.status for p in problems)
     top = [p for p in problems if p.status is status]

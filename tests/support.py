@@ -10,7 +10,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def fixture_path(name: str) -> Path:
-    for sub in ("", "ascend", "nvidia", "slurm"):
+    for sub in ("", "ascend", "nvidia", "slurm", "net"):
         p = FIXTURES / sub / name
         if p.exists():
             return p

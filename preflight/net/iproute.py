@@ -2,7 +2,8 @@
 `-j`, busybox), and `ip route get`.
 
 One probe command, `ADDR_CMD`, asks for JSON and falls back to text on the node itself, so several
-checks share it and it runs once; `parse_addr` accepts either form.
+checks share it and it runs once; where `ip` is not installed it prints /sys/class/net and /proc/net
+instead (preflight/net/procnet.py). `read_addr` accepts any of the three and names the source.
 """
 from __future__ import annotations
 
@@ -12,11 +13,25 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..checkapi import CommandOutput, ParseError, sh
+from ..checkapi import CommandOutput, ParseError, Shell, sh
 from ..model import direct_init
 
 # `ip -j` appeared in iproute2 4.13; older ones print `Option "-j" is unknown` and exit 255.
-ADDR_CMD = sh("LC_ALL=C ip -j addr show 2>/dev/null || LC_ALL=C ip addr show")
+# No `ip` at all (minimal images, the real H200 node of docs/NVIDIA.md): the kernel's files.
+PROCNET_MARK = "@@preflight-sysfs-net"  # procnet.MARK (procnet imports this module's types)
+SOURCES = {"[": "ip -j addr", PROCNET_MARK: "/sys/class/net + /proc/net"}
+TEXT_SOURCE = "ip addr"
+PROCNET_FILES = ("/proc/net/fib_trie", "/proc/net/route", "/proc/net/if_inet6", "/proc/net/ipv6_route")
+# One line per interface (`@@if <name> ifindex=2 flags=0x1003 operstate=up carrier=1`, `-` for a
+# file that cannot be read), then each file after its own `@@file <path>` line (procnet reads it).
+PROCNET_DUMP = sh(
+    "echo {mark}; for d in /sys/class/net/*; do [ -e \"$d/flags\" ] || continue; printf '@@if %s' \"${{d##*/}}\"; "
+    "for k in ifindex flags operstate carrier; do v=$(cat \"$d/$k\" 2>/dev/null) || v=-; "
+    "printf ' %s=%s' \"$k\" \"${{v:--}}\"; done; echo; done; "
+    "for f in {files}; do echo \"@@file $f\"; cat \"$f\" 2>/dev/null; done",
+    mark=PROCNET_MARK, files=list(PROCNET_FILES))
+ADDR_CMD = sh("if command -v ip >/dev/null 2>&1; then LC_ALL=C ip -j addr show 2>/dev/null || LC_ALL=C ip addr show; "
+              "else {dump:raw}; fi", dump=PROCNET_DUMP)
 
 
 @direct_init
@@ -62,11 +77,21 @@ class Interface:
 
 
 def parse_addr(out: CommandOutput) -> tuple[Interface, ...]:
-    """`ip -j addr` JSON or plain `ip addr` text -> interfaces in ifindex order."""
+    """`ip -j addr` JSON, plain `ip addr` text or procnet's dump -> interfaces in ifindex order."""
+    return read_addr(out)[0]
+
+
+def read_addr(out: CommandOutput) -> tuple[tuple[Interface, ...], str]:
+    """(interfaces, the source they were read from: "ip -j addr", "ip addr" or "/sys/class/net + /proc/net")."""
     text = out.stdout.strip()
     if not text:
         raise ParseError("ip addr printed nothing", out.stderr)
-    return parse_json(text) if text.startswith("[") else parse_text(text)
+    if text.startswith(PROCNET_MARK):
+        from .procnet import parse_dump
+        return parse_dump(text), SOURCES[PROCNET_MARK]
+    if text.startswith("["):
+        return parse_json(text), SOURCES["["]
+    return parse_text(text), TEXT_SOURCE
 
 
 def parse_json(text: str) -> tuple[Interface, ...]:
@@ -218,3 +243,4 @@ def parse_route_get(text: str) -> Route:
         return words[words.index(key) + 1] if key in words[:-1] else None
 
     return Route(words[0], after("dev"), after("src"), after("via"), kind)
+

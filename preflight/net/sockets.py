@@ -61,7 +61,7 @@ def parse_ss(text: str) -> tuple[Listener, ...]:
     return tuple(result)
 
 
-def _proc_addr(hexaddr: str) -> str:
+def proc_addr(hexaddr: str) -> str:
     """/proc/net/tcp stores the address as host-order 32-bit words: `0100007F` is 127.0.0.1."""
     raw = bytes.fromhex(hexaddr)
     words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
@@ -80,7 +80,7 @@ def parse_proc(text: str) -> tuple[Listener, ...]:
         if words[3] != "0A":
             continue
         addr, _, port = words[1].partition(":")
-        result.append(Listener(_proc_addr(addr), int(port, 16)))
+        result.append(Listener(proc_addr(addr), int(port, 16)))
     return tuple(result)
 
 

@@ -105,7 +105,7 @@ def test_proc_net_tcp_fallback():
 
 
 def test_proc_addr_byte_order():
-    assert sockets._proc_addr("0100007F") == "127.0.0.1"
+    assert sockets.proc_addr("0100007F") == "127.0.0.1"
 
 
 def test_ss_bracketed_and_scoped():
