@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight import launchenv
-from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, require_ok, sh
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed, require_ok, sh
+from preflight.checkhelpers import Shell
 from preflight.ascend import versions
 
 ID = "cann.env"

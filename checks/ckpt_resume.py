@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from preflight.checkapi import Policy, ClusterContext, Finding, Probe, Status, cmd, passed, skipped
 from preflight.job import ckpt
-from preflight.model import worst
+from preflight.checkhelpers import worst
 from preflight.net.blame import consensus
 
 ID = "ckpt.resume"

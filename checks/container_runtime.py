@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.container import HOST_NETWORK
-from preflight.checkapi import (Policy, CommandOutput, Finding, Probe, cmd, sh, Status, first_line, passed, require_ok, skipped,
+from preflight.checkapi import (Policy, CommandOutput, Finding, Probe, cmd, sh, Status, passed, require_ok, skipped,
                                 tool_failure)
+from preflight.checkhelpers import first_line
 
 ID = "container.runtime"
 SCOPE = "node"

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight import launchenv
-from preflight.checkapi import Policy, Probe, cmd, sh, CommandOutput, Finding, ParseError, Status, first_line, passed, require_ok
-from preflight.model import worst
+from preflight.checkapi import Policy, Probe, cmd, sh, CommandOutput, Finding, ParseError, Status, passed, require_ok
+from preflight.checkhelpers import first_line, worst
 from preflight.nvidia import nvidia_smi, probes as nv
 
 ID = "cuda.env"

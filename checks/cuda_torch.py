@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Status, passed
 from preflight.checks import cuda_env
-from preflight.model import worst
+from preflight.checkhelpers import worst
 
 ID = "cuda.torch"
 SCOPE = "node"

@@ -43,8 +43,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from preflight import launchenv, redact
-from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, q
-from preflight.model import worst
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd
+from preflight.checkhelpers import q, worst
 from preflight.net import ifname, iproute, procnet
 from preflight.net.iproute import Interface, Route
 from preflight.nvidia import ibstat, probes as nv

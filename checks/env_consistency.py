@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Metric, ParseError, Probe, Status, cmd
-from preflight.model import worst
+from preflight.checkhelpers import worst
 from preflight import backend as backends
 from preflight.net import iproute
 from preflight.net.blame import consensus

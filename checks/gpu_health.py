@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
-from preflight.model import worst
+from preflight.checkhelpers import worst
 from preflight.nvidia import nvidia_smi, probes as nv, xid
 
 ID = "gpu.health"

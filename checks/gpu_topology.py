@@ -28,8 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from preflight.checkapi import Policy
-from preflight.checkapi import Finding, Metric, ParseError, Probe, CommandOutput, Status, cmd, first_line, passed, sh, skipped
+from preflight.checkapi import Policy, Finding, Metric, ParseError, Probe, CommandOutput, Status, cmd, passed, sh, skipped
+from preflight.checkhelpers import first_line
 from preflight.nvidia import nvidia_smi, probes as nv, topology
 
 ID = "gpu.topology"

@@ -32,9 +32,9 @@ from preflight import launchenv
 from preflight.ascend import hccn_common as common
 from preflight.ascend import ranktable as rt
 from preflight.ascend import spod_info
-from preflight.checkapi import (ClusterContext, Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line,
-                                passed, seq, sh)
-from preflight.model import worst
+from preflight.checkapi import (ClusterContext, Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
+                                sh)
+from preflight.checkhelpers import first_line, seq, worst
 
 ID = "hccl.ranktable"
 SCOPE = "cluster"

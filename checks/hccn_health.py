@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.ascend import hccn_common as common
-from preflight.checkapi import Policy, CommandOutput, Finding, Status, direct_init, passed
-from preflight.model import worst
+from preflight.checkapi import Policy, CommandOutput, Finding, Status, passed
+from preflight.checkhelpers import worst
 from preflight.ascend import hccn
 
 ID = "hccn.health"
@@ -50,7 +50,6 @@ VERDICTS: tuple[tuple[str, Status], ...] = (
 )
 
 
-@direct_init  # one a device, 8 a node: the fast __init__ (preflight.model)
 @dataclass(frozen=True)
 class DeviceHealth:
     status: str | None  # as printed: "Success", "Socket failed", ...

@@ -20,8 +20,8 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import (Policy, CommandOutput, Finding, Probe, Status, cmd, direct_init, first_line, passed,
-                                require_ok, tool_failure)
+from preflight.checkapi import Policy, CommandOutput, Finding, Probe, Status, cmd, passed, require_ok, tool_failure
+from preflight.checkhelpers import first_line
 from preflight.ascend import hccn
 
 ID = "hccn.ip"
@@ -42,7 +42,6 @@ CONF_PROBE = "hccn_conf"
 ABSENT = "@@absent"
 
 
-@direct_init  # one a device, 8 a node: the fast __init__ (preflight.model)
 @dataclass(frozen=True)
 class DeviceIp:
     ip: str | None

@@ -21,8 +21,8 @@ from datetime import timedelta
 from typing import Mapping
 
 from preflight.ascend import hccn_common as common
-from preflight.checkapi import Policy, CommandOutput, Finding, Metric, Status, direct_init, passed
-from preflight.model import worst
+from preflight.checkapi import Policy, CommandOutput, Finding, Metric, Status, passed
+from preflight.checkhelpers import worst
 from preflight.ascend import hccn
 
 ID = "hccn.link"
@@ -45,7 +45,6 @@ DEFAULTS = {"max_link_up_count": 1, "flap_window_hours": 24}
 QUERIES = {"link": "-link -g", "link_stat": "-link_stat -g"}
 
 
-@direct_init  # one a device, 8 a node: the fast __init__ (preflight.model)
 @dataclass(frozen=True)
 class DeviceLink:
     status: str | None  # "UP" | "DOWN"; None when hccn_tool failed (see error)

@@ -24,7 +24,8 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Status, direct_init, first_line, passed, skipped
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Status, passed, skipped
+from preflight.checkhelpers import first_line
 from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
@@ -49,7 +50,6 @@ POWER_RULES = (("tx_power", "TxPower", "optical_tx_power"), ("rx_power", "RxPowe
 FLAG_OK = ("0x0", "NA", "not supported")
 
 
-@direct_init  # one a device, 8 a node: the fast __init__ (preflight.model)
 @dataclass(frozen=True)
 class DeviceOptical:
     optical: hccn.Optical | None

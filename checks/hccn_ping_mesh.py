@@ -28,8 +28,8 @@ from typing import Any
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
-from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Shell, Status, cmd, passed, seq, sh
-from preflight.model import worst
+from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Status, cmd, passed, sh
+from preflight.checkhelpers import Shell, seq, worst
 from preflight.net import ping
 from preflight.net.blame import blame_pairs
 from preflight.ascend import hccn

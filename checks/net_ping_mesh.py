@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Status, cmd, passed
-from preflight.model import worst
+from preflight.checkhelpers import worst
 from preflight.net import ping, pinger
 from preflight.net.blame import blame_pairs
 

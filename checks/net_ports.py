@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd
-from preflight.model import worst
+from preflight.checkhelpers import worst
 from preflight.net import sockets
 from preflight.net.sockets import Listener, PortSysctl
 

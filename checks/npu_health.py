@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Status, first_line, passed, require_ok, tool_failure
-from preflight.model import worst
+from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Status, passed, require_ok, tool_failure
+from preflight.checkhelpers import first_line, worst
 from preflight.ascend import fault_codes, npu_smi
 
 ID = "npu.health"

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import Policy
-from preflight.checkapi import CommandOutput, Finding, Probe, cmd, Metric, Status, first_line, passed, require_ok, tool_failure
+from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Metric, Status, passed, require_ok, tool_failure
+from preflight.checkhelpers import first_line
 from preflight.ascend import npu_smi
 
 ID = "npu.idle"

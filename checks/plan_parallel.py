@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from preflight import launchenv
 from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Probe, Status, passed, skipped
-from preflight.model import worst
+from preflight.checkhelpers import worst
 from preflight.plan.layout import Layout, Model, RuleResult, check_layout, visible_devices
 
 ID = "plan.parallel"

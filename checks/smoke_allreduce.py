@@ -71,10 +71,8 @@ from typing import Any, Mapping
 
 from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
-from preflight.checkapi import Policy
-from preflight.checkapi import (ClusterContext, CommandOutput, Finding, Metric, Probe, Shell, Status, cmd, first_line, passed,
-                                seq, sh, skipped)
-from preflight.model import worst
+from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Metric, Probe, Status, cmd, passed, sh, skipped
+from preflight.checkhelpers import Shell, first_line, seq, worst
 from preflight.smoke import isolate, worker_source
 
 ID = "smoke.allreduce"

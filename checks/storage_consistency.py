@@ -25,9 +25,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight.checkapi import (Policy, ClusterContext, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed,
+from preflight.checkapi import (Policy, ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
                                 require_ok, sh)
-from preflight.model import worst
+from preflight.checkhelpers import Shell, worst
 from preflight.net.blame import consensus
 
 ID = "storage.consistency"

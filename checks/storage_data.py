@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Shell, Status, cmd, passed, q, require_ok, sh
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed, require_ok, sh
+from preflight.checkhelpers import Shell, q
 
 ID = "storage.data"
 SCOPE = "node"

@@ -25,9 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight.checkapi import Policy
-from preflight.checkapi import (CommandOutput, Finding, Metric, ParseError, Probe, Shell, Status, cmd, first_line, passed, q,
-                                require_ok, sh)
+from preflight.checkapi import Policy, CommandOutput, Finding, Metric, ParseError, Probe, Status, cmd, passed, require_ok, sh
+from preflight.checkhelpers import Shell, first_line, q
 
 ID = "storage.disk"
 SCOPE = "node"

@@ -33,10 +33,9 @@ import yaml
 
 import preflight
 from preflight import launchenv
-from preflight.checkapi import Policy
-from preflight.checkapi import (ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line, passed,
+from preflight.checkapi import (Policy, ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
                                 require_ok, sh)
-from preflight.model import worst
+from preflight.checkhelpers import first_line, worst
 from preflight import backend as backends
 from preflight.net.blame import consensus
 

@@ -39,8 +39,8 @@ import yaml
 
 import preflight
 from preflight import launchenv
-from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Probe, Status, cmd, first_line, passed, sh, skipped
-from preflight.model import worst
+from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Probe, Status, cmd, passed, sh, skipped
+from preflight.checkhelpers import first_line, worst
 
 ID = "sw.stack"
 SCOPE = "cluster"

@@ -1,4 +1,6 @@
-"""What a check module may use, and the contract it must follow.
+"""What a check module may use, and the contract it must follow: `__all__` is the whole contract
+(docs/writing-a-check.md opens with it on one page); conveniences beyond it are in
+preflight.checkhelpers.
 
 A check is one module in `checks/` (packaged as `preflight.checks`); the file name is its id with
 the first dot as an underscore (`npu_health.py` is `npu.health`). Its docstring is the user
@@ -73,17 +75,10 @@ from typing import Any, Iterable, Mapping
 from .model import CommandOutput, Metric, Status, direct_init
 from .policy import Policy
 
-__all__ = [
-    "ClusterContext", "CommandOutput", "Finding", "Metric", "ParseError", "Policy", "Probe", "Shell", "Status",
-    "cmd", "sh", "seq", "q", "require_ok", "first_line", "line_with", "passed", "skipped", "tool_failure",
-    "direct_init",
+__all__ = [  # the one page of contract (docs/writing-a-check.md); helpers: preflight.checkhelpers
+    "Policy", "Finding", "Status", "Metric", "Probe", "cmd", "sh", "CommandOutput", "ParseError", "require_ok",
+    "ClusterContext", "passed", "skipped", "tool_failure",
 ]
-
-
-def q(value: Any) -> str:
-    """Quote one inventory- or node-derived value for the remote shell (what `sh()` does to each
-    field; for texts outside a probe, such as a command shown in a remediation)."""
-    return shlex.quote(str(value))
 
 
 class Shell(str):
@@ -187,15 +182,6 @@ def sh(template: str, /, **values: Any) -> Shell:
     return Shell("".join(out))
 
 
-def seq(parts: Iterable[Shell], sep: str = "; ") -> Shell:
-    """Several fragments built by `sh()` as one (`sep` is literal shell text: "; ", " && ", "\\n")."""
-    parts = list(parts)
-    for p in parts:
-        if not isinstance(p, Shell):
-            raise TemplateError(f"seq() takes shell text built by sh(), got {type(p).__name__}")
-    return Shell(sep.join(parts))
-
-
 @direct_init
 @dataclass(frozen=True)
 class Probe:
@@ -278,26 +264,6 @@ class ClusterContext:
     planned: Mapping[str, Mapping[str, CommandOutput]] = field(default_factory=dict)
     job: Mapping[str, Any] | None = None
     unreachable: tuple[str, ...] = ()
-
-
-def first_line(text: str, limit: int = 300) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:limit]
-    return ""
-
-
-def line_with(text: str, needles: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
-    """(the first line of `text` holding one of the needles, stripped; that needle's meaning), in
-    line order, then table order; None without one. The tables of a vendor tool's error strings
-    (hccn_tool's, npu-smi's) are read so; each caller puts its own whole-text scan first, which
-    answers most texts (none holds a needle) without splitting them into lines."""
-    table = tuple(needles)
-    for line in text.splitlines():
-        for needle, meaning in table:
-            if needle in line:
-                return line.strip(), meaning
-    return None
 
 
 def require_ok(out: CommandOutput | None, what: str) -> CommandOutput:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import re
 
-from .checkapi import CommandOutput, ParseError, Probe, Shell, cmd, seq, sh
+from .checkapi import CommandOutput, ParseError, Probe, Shell, cmd, sh
+from .checkhelpers import seq
 from .node import Node
 
 PROBE_NAME = "launch_env"

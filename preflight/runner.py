@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from . import __version__, actions, backend as backends, redact
-from .checkapi import ClusterContext, Finding, ParseError, Probe, first_line
+from .checkapi import ClusterContext, Finding, ParseError, Probe
+from .checkhelpers import first_line
 from .container import RUNTIME_GROUP, START_SLACK_S, Container, job_command, job_prefix
 from .inventory import Inventory
 from .limits import forks_within, raise_nofile

@@ -227,3 +227,60 @@ def test_checks_have_one_import_name_and_no_top_level_module(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["None", str(len(ALL))]
+
+
+# ---------------------------------------------------------------- one page of contract
+
+PAGE_DOC = ROOT / "docs" / "writing-a-check.md"
+HOOKS = ("probes", "followup", "parse", "evaluate", "plan", "busy")
+
+
+def _page() -> str:
+    text = PAGE_DOC.read_text(encoding="utf-8")
+    start = text.index("## The contract on one page")
+    return text[start:text.index("\n## 1.", start)]
+
+
+def test_checkapi_is_one_page_and_the_doc_opens_with_it():
+    """What every check uses fits on one page: at most about 15 names, no speed device among them,
+    and writing-a-check.md opens with exactly those names, the hooks and the Policy fields with
+    their defaults."""
+    import dataclasses
+
+    from preflight import checkapi
+    from preflight.checkapi import Policy
+
+    names = checkapi.__all__
+    assert len(names) <= 15, f"checkapi.__all__ has {len(names)} names: move helpers to preflight.checkhelpers"
+    assert "direct_init" not in names and all(hasattr(checkapi, n) for n in names)
+    page = _page()
+    assert PAGE_DOC.read_text(encoding="utf-8").split("\n## ")[1].startswith("The contract on one page")
+    assert len(page.splitlines()) <= 70, "the contract page no longer fits on one page"
+    listed = re.findall(r"^\| `(\w+)[`(]", page.split("**The names of `preflight.checkapi`**")[1], re.M)
+    listed += re.findall(r"`(\w+)\(summary", page)  # passed / skipped share a row
+    assert sorted(set(listed)) == sorted(names), "the page's names and checkapi.__all__ differ"
+    for hook in HOOKS:
+        assert re.search(rf"^\| `{hook}\(", page, re.M), f"the page does not list the hook {hook}()"
+    for f in dataclasses.fields(Policy):
+        assert f"`{f.name}={f.default!r}`" in page.replace('"', "'"), f"the page does not give Policy's {f.name} default"
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_a_check_imports_only_the_contract_and_the_helpers(cid):
+    """From checkapi only its `__all__`; no speed device (direct_init) and nothing from the core's
+    model: what a check uses is the page above plus preflight.checkhelpers."""
+    import ast
+
+    from preflight import checkapi, checkhelpers
+
+    tree = ast.parse(Path(ALL[cid].module.__file__).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            got = [a.name for a in node.names]
+            assert "direct_init" not in got, f"{cid}: direct_init is a speed device of the core, not a check's"
+            if node.module == "preflight.checkapi":
+                extra = sorted(set(got) - set(checkapi.__all__))
+                assert not extra, f"{cid}: {extra} are not checkapi's contract (preflight.checkhelpers?)"
+            if node.module == "preflight.checkhelpers":
+                assert set(got) <= set(checkhelpers.__all__), f"{cid}: {got}"
+            assert node.module != "preflight.model", f"{cid}: imports the core's model (use checkapi / checkhelpers)"

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from preflight.checkapi import ParseError, line_with
+from preflight.checkapi import ParseError
+from preflight.checkhelpers import line_with
 from preflight.model import direct_init
 
 # hccn_tool's error lines (DRV hccn_tool/cmd.c, tool_ops*.c; docs/FORMATS.md §3.3-3.10), with the

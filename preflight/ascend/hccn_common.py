@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
-from ..checkapi import (CommandOutput, Finding, ParseError, Probe, Status, cmd, first_line, require_ok, skipped,
-                        tool_failure)
+from ..checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd, require_ok, skipped, tool_failure
+from ..checkhelpers import first_line
 from ..node import Node
 from .hccn import error_line
 from .probes import (NPU_SMI_INFO, NPU_SMI_PROBE, hccn_loop, hccn_missing, is_inference, logical_devices,

@@ -16,7 +16,8 @@ import re
 from functools import lru_cache
 from dataclasses import dataclass
 
-from preflight.checkapi import ParseError, line_with
+from preflight.checkapi import ParseError
+from preflight.checkhelpers import line_with
 from preflight.model import direct_init
 
 # Header row 2, first cell -> layout name (docs/FORMATS.md §1.1). Detected from text, never from width.

@@ -121,7 +121,8 @@ def fix_cmd(inventory, limit, out_dir, apply_, rollback, forks, ssh_config):
 
 def _rollback(inv, out_dir: str, forks: int) -> None:
     """Each node's recorded plan: its rollback script (digest as recorded) for the steps that applied."""
-    from ..checkapi import Probe, seq, sh
+    from ..checkapi import Probe, sh
+    from ..checkhelpers import seq
     from ..job import fix as fixmod, fixplan
     from ..job.remote import run_each
     from ..transport import factory

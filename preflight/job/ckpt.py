@@ -21,7 +21,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..checkapi import Shell, seq, sh
+from ..checkapi import Shell, sh
+from ..checkhelpers import seq
 
 TRACKER = "latest_checkpointed_iteration.txt"
 RANK_DIR = re.compile(r"^mp_rank_(\d{2,})(?:_(\d{3,}))?(?:_(\d{3,}))?$")

@@ -29,7 +29,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..checkapi import Shell, seq, sh
+from ..checkapi import Shell, sh
+from ..checkhelpers import seq
 from ..checks import env_comm, net_ports
 from ..net import iproute
 

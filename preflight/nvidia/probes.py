@@ -19,7 +19,8 @@ for every netdev named (`@@net <if> missing` when /sys/class/net has no such ent
 """
 from __future__ import annotations
 
-from ..checkapi import CommandOutput, Finding, first_line, require_ok, sh, tool_failure
+from ..checkapi import CommandOutput, Finding, require_ok, sh, tool_failure
+from ..checkhelpers import first_line
 
 NVIDIA_SMI = sh("nvidia-smi")
 NVIDIA_SMI_Q = sh("nvidia-smi -q")

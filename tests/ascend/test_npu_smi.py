@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.checkapi import ParseError, line_with
+from preflight.checkapi import ParseError
+from preflight.checkhelpers import line_with
 from preflight.ascend import npu_smi
 from tests.support import fixture_body, fixture_names
 

@@ -99,9 +99,7 @@ def test_result_to_dict_fields():
 DIRECT_INIT = ["preflight.model.CommandOutput", "preflight.transport.batch.ProbeSpec", "preflight.model.Result",
                "preflight.model.Metric", "preflight.checkapi.Finding", "preflight.checkapi.Probe",
                "preflight.ascend.npu_smi.Chip", "preflight.net.iproute.Address", "preflight.net.iproute.Interface",
-               "preflight.ascend.hccn.Optical", "preflight.ascend.hccn.LinkStat", "preflight.ascend.hccn.IpConf",
-               "preflight.checks.hccn_link.DeviceLink", "preflight.checks.hccn_ip.DeviceIp",
-               "preflight.checks.hccn_health.DeviceHealth", "preflight.checks.hccn_optical.DeviceOptical"]
+               "preflight.ascend.hccn.Optical", "preflight.ascend.hccn.LinkStat", "preflight.ascend.hccn.IpConf"]
 
 
 def _twin(klass):
