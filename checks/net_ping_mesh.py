@@ -4,7 +4,10 @@ What it checks: from each node, ICMP echo (`ping -c N`, iputils) to the communic
 every other node: HCCL_IF_IP, else the address of the interface HCCL_SOCKET_IFNAME (NCCL_SOCKET_IFNAME
 on NVIDIA) selects, else HCCL's default choice, as env.comm computed it. Each node pings all its
 targets in one command: one python3 multi-target pinger (ICMP datagram or raw socket), or where
-that cannot run, `ping` processes at most `parallel` at a time. A pair with no reply fails; partial loss or an
+that cannot run, `ping` processes at most `parallel` at a time. A node where neither can run (no
+python3 ICMP socket and no `ping`, or ping refused its socket) leaves its pairs untested, not down:
+the summary names that node, its pairs and why (`details.untested`); the pairs towards it are still
+tested from the other side. A pair with no reply fails; partial loss or an
 average RTT above `warn_rtt_ms` warns. Blame follows docs/SPEC.md §3.1: a node that fails with most of its
 peers is named alone (it reaches nobody, or nobody reaches it); an isolated bad pair names both
 ends. `max_pairs` (0 = all) samples pairs deterministically on big clusters: every node still pings,
@@ -58,6 +61,18 @@ class PairResult:
     loss_pct: float | None  # None: no statistics (ping could not run)
     rtt_avg_ms: float | None
     note: str = ""
+    untested: str = ""  # why this pair could not be tested from src (neither the pinger nor ping could run)
+
+
+# What a node that cannot ping at all prints, and what that means (the pair is untested, not down).
+# Real outputs: the mesh loop without ping on PATH (`sh: 1: ping: not found`, rc 127); iputils ping
+# without cap_net_raw and outside ping_group_range (`ping: socket: Operation not permitted`, rc 2).
+UNTESTABLE = (
+    ("ping: not found", "neither python3's ICMP socket nor `ping` could run on the node (no `ping` installed)"),
+    ("command not found", "neither python3's ICMP socket nor `ping` could run on the node (no `ping` installed)"),
+    ("socket: Operation not permitted", "ping may not open an ICMP socket there (no cap_net_raw, user outside "
+                                        "net.ipv4.ping_group_range)"),
+)
 
 
 def addresses(ctx: ClusterContext) -> dict[str, str]:
@@ -109,8 +124,18 @@ def results(ctx: ClusterContext) -> tuple[list[PairResult], list[str]]:
         for dst, (_ip, rc, body) in ping.split_mesh(o.stdout).items():
             st = ping.parse_stats(body)
             note = "" if st else (body.strip().splitlines() or [f"ping rc {rc}"])[-1][:200]
-            out.append(PairResult(src, dst, st.loss_pct if st else None, st.rtt_avg_ms if st else None, note))
+            why = "" if st else next((w for needle, w in UNTESTABLE if needle in body), "")
+            out.append(PairResult(src, dst, st.loss_pct if st else None, st.rtt_avg_ms if st else None, note, why))
     return out, broken
+
+
+def _untested(res: list[PairResult]) -> dict[str, dict]:
+    """{source node: {"reason": why, "pairs": [peers]}} for the pairs no tool could test."""
+    out: dict[str, dict] = {}
+    for r in res:
+        if r.untested:
+            out.setdefault(r.src, {"reason": r.untested, "pairs": []})["pairs"].append(r.dst)
+    return out
 
 
 def _bad(r: PairResult) -> bool:
@@ -172,7 +197,12 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     if len(addr) < 2:
         return [Finding(Status.SKIP, f"fewer than two nodes with a communication address ({len(addr)}); "
                         f"no address on: {', '.join(missing) or 'none'} (see env.comm)")]
-    res, broken = results(ctx)
+    every, broken = results(ctx)
+    res = [r for r in every if not r.untested]
+    untested = _untested(every)
+    note = "".join(f"; {len(u['pairs'])} pairs from {src} not tested: {u['reason']}" for src, u in sorted(untested.items()))
+    if untested and not res and not broken:
+        return [Finding(Status.SKIP, f"no pair could be tested{note}", {"untested": untested, "addresses": addr})]
     warn_rtt = float(ctx.params.get("warn_rtt_ms", 10.0))
     bad = [r for r in res if _bad(r)]
     weak = [r for r in res if _weak(r, warn_rtt)]
@@ -185,16 +215,19 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
         details["matrix"] = {s: {r.dst: r.loss_pct for r in res if r.src == s} for s in sorted(addr)}
     if missing:
         details["no_address"] = missing
+    if untested:
+        details["untested"] = untested
     statuses = [f.status for f in findings] + ([Status.ERROR] if broken else [])
     status = worst(statuses)
     if broken:
         details["unreadable"] = broken
     if status is Status.PASS:
         rtts = [r.rtt_avg_ms for r in res if r.rtt_avg_ms is not None]
-        return [passed(f"{len(res)} pairs between {len(addr)} nodes answer; max rtt {max(rtts, default=0):g} ms",
-                       **details)]
+        return [passed(f"{len(res)} pairs between {len(addr)} nodes answer; max rtt {max(rtts, default=0):g} ms"
+                       f"{note}", **details)]
     blamed = ", ".join(f.node for f in findings)
     summary = (f"{len(bad)} of {len(res)} pairs unreachable, {len(weak)} lossy or slow"
-               + (f"; blamed: {blamed}" if blamed else "") + (f"; unreadable from {len(broken)} node(s)" if broken else ""))
+               + (f"; blamed: {blamed}" if blamed else "") + (f"; unreadable from {len(broken)} node(s)" if broken else "")
+               + note)
     fix = "see the per-node results" if findings else "rerun; the mesh output of the listed nodes could not be read"
     return [Finding(status, summary, details, fix)] + findings

@@ -149,3 +149,41 @@ def test_planned_script_runs_against_loopback(pinger):
         ctx.planned[src] = {M.PROBE: CommandOutput(stdout=r.stdout, rc=r.returncode)}
     (f,) = M.evaluate(ctx)
     assert f.status is Status.PASS, f.summary
+
+
+# Captured on the test machine: iputils ping (a copy without its cap_net_raw file capability) run as
+# nobody in a namespace whose net.ipv4.ping_group_range is "1 0", rc 2.
+PING_NO_SOCKET = """\
+/tmp/ping-nocap: socktype: SOCK_RAW
+/tmp/ping-nocap: socket: Operation not permitted
+/tmp/ping-nocap: => missing cap_net_raw+p capability or setuid?
+"""
+
+
+def _no_ping_output(ctx, src, tmp_path):
+    """What src's real mesh command prints on a node with neither python3 nor ping on PATH."""
+    for tool in ("cat", "mktemp", "rm"):
+        (tmp_path / tool).symlink_to(f"/bin/{tool}")
+    cmd = M.plan(ctx)[src][M.PROBE].cmd
+    out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, timeout=30, env={"PATH": str(tmp_path)})
+    assert "ping: not found" in out.stdout and out.returncode == 0, out
+    return CommandOutput(stdout=out.stdout, stderr=out.stderr, rc=out.returncode)
+
+
+def test_a_node_that_cannot_ping_leaves_its_pairs_untested_not_down(tmp_path):
+    ctx = ctx_for(4)
+    ctx.planned.update(mesh_output(ctx))
+    ctx.planned["node02"] = {M.PROBE: _no_ping_output(ctx, "node02", tmp_path)}
+    (f,) = M.evaluate(ctx)
+    assert f.status is Status.PASS, f.summary
+    assert f.summary.startswith("9 pairs between 4 nodes answer")  # node02's 3 pairs out, its 3 pairs in still tested
+    assert "3 pairs from node02 not tested: neither python3's ICMP socket nor `ping` could run" in f.summary
+    assert sorted(f.details["untested"]["node02"]["pairs"]) == ["node01", "node03", "node04"]
+
+
+def test_socket_refused_is_untested_and_a_mesh_of_none_skips():
+    ctx = ctx_for(2)
+    ctx.planned.update({src: {M.PROBE: CommandOutput(stdout=f"{ping.MARK} {dst} 10.0.0.9 rc=2\n{PING_NO_SOCKET}")}
+                        for src, dst in (("node01", "node02"), ("node02", "node01"))})
+    (f,) = M.evaluate(ctx)
+    assert f.status is Status.SKIP and "no pair could be tested" in f.summary and "cap_net_raw" in f.summary
