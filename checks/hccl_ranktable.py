@@ -175,7 +175,7 @@ def compare(table: rt.RankTable, ctx: ClusterContext, v: Verdict) -> None:
             continue
         node = where[s.server_id]
         facts = ctx.facts.get(node, {})
-        _devices(s, node, facts, v)
+        _devices(s, node, facts, v, len(table.servers) > 1)
     named = set(where.values())
     for n in sorted(ctx.nodes):
         if n not in named:
@@ -184,9 +184,14 @@ def compare(table: rt.RankTable, ctx: ClusterContext, v: Verdict) -> None:
         _superpods(table, where, ctx, v)
 
 
-def _devices(s: rt.Server, node: str, facts: Mapping[str, Any], v: Verdict) -> None:
+def _devices(s: rt.Server, node: str, facts: Mapping[str, Any], v: Verdict, several: bool) -> None:
+    """One server's devices against its node: exist, healthy, device_ip as hccn_tool reports it.
+    HCCL needs device_ip between servers unless the server has host_ip (host NIC) or the chips
+    are A3 (inside a SuperPoD HCCL links over the vNIC): hcomm GetSingleDeviceIp."""
     health = facts.get("npu.health")
     chips = {c.logical_id: c for c in getattr(health, "chips", ())}
+    table = getattr(health, "table", None)
+    a2 = table is not None and table.layout not in A3_LAYOUTS
     ips = getattr(facts.get("hccn.ip"), "devices", None)
     if ips is None:
         v.notes.append(f"{node}: device IPs unknown (hccn.ip has no answer there); device_ip not compared")
@@ -203,9 +208,12 @@ def _devices(s: rt.Server, node: str, facts: Mapping[str, Any], v: Verdict) -> N
             v.device(node, d.device_id, f"{rank}: device not healthy (npu-smi Health {chip.health}; see npu.health)")
             continue
         live = ips.get(d.device_id) if ips is not None else None
-        if ips is not None and d.device_ip and (live is None or live.ip != d.device_ip):
+        if ips is not None and d.ips and (live is None or live.ip not in d.ips):
             got = live.ip if live is not None and live.ip else "no IP"
             v.device(node, d.device_id, f"{rank}: rank table device_ip {d.device_ip}, hccn_tool -ip -g reports {got}")
+        elif not d.ips and several and not s.host_ip and a2:
+            v.device(node, d.device_id, f"{rank}: no device_ip in the table; HCCL needs it between servers on this "
+                                        f"product (EI0014 'device_ip' is not set correctly)")
 
 
 def _superpods(table: rt.RankTable, where: dict[str, str], ctx: ClusterContext, v: Verdict) -> None:
@@ -264,6 +272,8 @@ def _copy_problems(ctx: ClusterContext, v: Verdict) -> tuple[str, str, str] | No
     for n, f in with_path.items():
         if f.error:
             v.nodes.setdefault(n, []).append(f"rank table {f.path} {f.error}")
+        elif not f.path.endswith(rt.SUFFIX):  # hcomm LoadFile: "path %s is not a valid .json file"
+            v.nodes.setdefault(n, []).append(f"rank table {f.path}: HCCL loads it only from a file named *{rt.SUFFIX}")
     for n, f in facts.items():
         if f is not None and f.path is None and with_path:
             v.nodes.setdefault(n, []).append("no rank table: RANK_TABLE_FILE unset in its launch environment")

@@ -9,17 +9,16 @@ read (docs/FORMATS.md §8; samples `tests/fixtures/ascend/ranktable__*.json`):
 * version 1.2 (A3 SuperPoD mode): the same, plus `super_device_id` on every device and
   `super_pod_list[]` of `{super_pod_id, server_list[] of {server_id}}`.
 
-The rules below are HCCL's own, from its user guide (hicann/hccl docs/en/user_guide/
-cluster_info_config/rank_table_config_a3.md, fault_diagnosis/rank_table_load_fail.md and
-cluster_info_verify_fail.md): a table that breaks one is refused with one line naming the file,
-before any node is reached, because the job would fail at communicator init on it. `parse` never
-judges a table against a cluster; `checks/hccl_ranktable.py` does that.
-
-Numbers are strings in every real table ("0", "16"); a JSON number is accepted as well, since what
-HCCL does with one is not documented.
+The rules are HCCL's own parser's (hcomm `topoinfo_ranktableParser.cc` and
+`topoinfo_ranktableConcise.cc`, docs/FORMATS.md §8.2) and its user guide's: a table that breaks
+one is refused with one line naming the file, before any node is reached, because the job would
+fail at communicator init on it. Rules that depend on the device type (whether `device_ip` may be
+left out between servers) are the check's, which knows the nodes: `parse` never judges a table
+against a cluster; `checks/hccl_ranktable.py` does that.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,8 @@ VERSIONS = ("1.0", "1.2")  # 2.0 (Atlas 950: rank_list/level_list) is another fo
 SUPERPOD_VERSION = "1.2"
 COMPLETED = "completed"  # the writer (Ascend Operator, hccl_tools) is done; "initializing" is not
 MAX_SERVER_ID = 64  # "AI server identifier (string, <= 64 characters)"
+SUFFIX = ".json"  # HCCL's LoadFile: "path %s is not a valid .json file" otherwise
+PORTS = ("device_port", "host_port", "backup_device_port", "device_vnic_port")  # 1..65535 when given
 
 
 class RankTableError(ValueError):
@@ -39,8 +40,12 @@ class RankTableError(ValueError):
 class Device:
     device_id: int  # the physical device id on its server (`/dev/davinciN`; hccn_tool -i N)
     rank_id: int
-    device_ip: str | None  # optional on one server; HCCL needs it between servers
+    device_ip: str | None  # as written: one address, or several separated by commas (HCCL splits it)
     super_device_id: int | None = None  # SDID (version 1.2)
+
+    @property
+    def ips(self) -> tuple[str, ...]:
+        return tuple(self.device_ip.split(",")) if self.device_ip else ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,8 @@ class RankTable:
 def load(path: str | Path) -> RankTable:
     """Read and parse a rank table file; RankTableError (one line) for anything HCCL would refuse."""
     p = Path(path)
+    if not p.name.endswith(SUFFIX) or p.name == SUFFIX:
+        raise RankTableError(f"{p}: HCCL loads a rank table only from a file named *{SUFFIX}")
     try:
         raw = p.read_bytes()
     except OSError as exc:
@@ -115,21 +122,20 @@ def from_document(doc: Any, path: str = "rank table") -> RankTable:
 
     if not isinstance(doc, dict):
         raise fail(f"expected a JSON object with server_list, got {type(doc).__name__}")
-    status = doc.get("status")
+    status = _text(doc, "status", "", fail)
     if status != COMPLETED:
-        raise fail(f"status is {status!r}, expected 'completed' (HCCL refuses a table its writer has not "
-                   f"finished; wait for it or regenerate the table)" if status is not None
+        raise fail(f"status is {status!r}, expected 'completed' (HCCL waits up to 30 minutes for the writer to "
+                   f"finish the table, then fails: regenerate it)" if status is not None
                    else "status missing (HCCL needs \"status\": \"completed\")")
-    version = doc.get("version")
+    version = _text(doc, "version", "", fail)
     if version not in VERSIONS:
         raise fail(f"version {version!r} is not a rank table version preflight reads ({', '.join(VERSIONS)})"
-                   if version is not None else "version missing (\"1.0\", or \"1.2\" for SuperPoD)")
+                   if version is not None else "version missing: HCCL then reads the old group_list layout "
+                                               "(\"1.0\", or \"1.2\" for SuperPoD)")
     servers_doc = doc.get("server_list")
     if not isinstance(servers_doc, list) or not servers_doc:
         raise fail("server_list missing or empty (a list of servers with their devices)")
-    count = doc.get("server_count")
-    if count is None and version != SUPERPOD_VERSION:  # optional in 1.2, mandatory in 1.0
-        raise fail("server_count missing (mandatory in version 1.0)")
+    count = _text(doc, "server_count", "", fail)  # optional: HCCL takes server_list's length
     if count is not None and _int(count) != len(servers_doc):
         raise fail(f"server_count is {count!r} but server_list has {len(servers_doc)} servers")
     servers = [_server(s, i, version, fail) for i, s in enumerate(servers_doc)]
@@ -141,26 +147,40 @@ def from_document(doc: Any, path: str = "rank table") -> RankTable:
     return RankTable(path=path, version=version, servers=tuple(servers))
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    return None
+def _text(obj: dict, key: str, where: str, fail) -> str | None:
+    """A property HCCL reads: absent (None) or a JSON string; any other JSON type HCCL refuses (EI0017
+    "json object property value of Name[...] is not string")."""
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise fail(f"{where}{key} is {json.dumps(value)}, not a string (HCCL reads every value as a JSON string)")
+    return value
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isascii() and value.isdigit() else None
+
+
+def _ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _server(doc: Any, i: int, version: str, fail) -> Server:
     where = f"server_list[{i}]"
     if not isinstance(doc, dict):
         raise fail(f"{where}: expected an object with server_id and device")
-    sid = doc.get("server_id")
-    if not isinstance(sid, str) or not sid.strip():
+    sid = _text(doc, "server_id", f"{where}: ", fail)
+    if not sid:
         raise fail(f"{where}: server_id missing or empty")
     if len(sid) > MAX_SERVER_ID:
         raise fail(f"{where}: server_id {sid[:20]!r}... is longer than {MAX_SERVER_ID} characters")
     where = f"{where} (server_id {sid})"
+    host_ip = _text(doc, "host_ip", f"{where}: ", fail)
+    if host_ip is not None and not _ip(host_ip):
+        raise fail(f"{where}: host_ip {host_ip!r} is not an IP address")
     devs = doc.get("device")
     if not isinstance(devs, list) or not devs:
         raise fail(f"{where}: device list missing or empty")
@@ -170,25 +190,29 @@ def _server(doc: Any, i: int, version: str, fail) -> Server:
         if d.device_id in seen:
             raise fail(f"{where}: device_id {d.device_id} listed twice")
         seen.add(d.device_id)
-    host_ip = doc.get("host_ip")
-    return Server(sid, devices, host_ip if isinstance(host_ip, str) else None)
+    return Server(sid, devices, host_ip)
 
 
 def _device(doc: Any, where: str, version: str, fail) -> Device:
     if not isinstance(doc, dict):
         raise fail(f"{where}: expected an object with device_id and rank_id")
     values: dict[str, int | None] = {}
-    for key in ("device_id", "rank_id") + (("super_device_id",) if version == SUPERPOD_VERSION else ()):
-        if key not in doc:
-            raise fail(f"{where}: {key} missing" + (" (mandatory in version 1.2: HCCL EI0004 "
-                                                     "'super_device_id[] is invalid')" if key == "super_device_id" else ""))
-        values[key] = _int(doc[key])
-        if values[key] is None:
-            raise fail(f"{where}: {key} {doc[key]!r} is not a non-negative integer")
-    ip = doc.get("device_ip")
-    if ip is not None and (not isinstance(ip, str) or not ip.strip()):
-        raise fail(f"{where}: device_ip {ip!r} is not an address")
-    return Device(values["device_id"], values["rank_id"], ip or None, values.get("super_device_id"))  # type: ignore[arg-type]
+    for key in ("device_id", "rank_id", "super_device_id"):
+        text = _text(doc, key, f"{where}: ", fail)
+        if text is None and key != "super_device_id":
+            raise fail(f"{where}: {key} missing")
+        values[key] = _int(text)
+        if text is not None and values[key] is None:
+            raise fail(f"{where}: {key} {text!r} is not a non-negative integer"
+                       + (" (HCCL EI0004 'super_device_id[] is invalid')" if key == "super_device_id" else ""))
+    for key in PORTS:
+        port = _text(doc, key, f"{where}: ", fail)
+        if port is not None and not (_int(port) and _int(port) <= 65535):  # 0 is HCCL's "auto": refused
+            raise fail(f"{where}: {key} {port!r} is not a port number from 1 to 65535")
+    ip = _text(doc, "device_ip", f"{where}: ", fail)
+    if ip and not all(_ip(part) for part in ip.split(",")):
+        raise fail(f"{where}: device_ip {ip!r} is not an IP address (or a comma-separated list of them)")
+    return Device(values["device_id"], values["rank_id"], ip or None, values["super_device_id"])  # type: ignore[arg-type]
 
 
 def _unique_servers(servers: list[Server], fail) -> None:
@@ -223,41 +247,42 @@ def _ranks(servers: list[Server], fail) -> None:
 
 
 def _device_ips(servers: list[Server], fail) -> None:
-    """device_ip is "globally unique", and needed by every device once there are several servers."""
+    """Each device_ip address once in the table (HCCL's unique-value pool). A device without one is
+    judged by the check: HCCL needs it between servers on A2, not inside an A3 SuperPoD."""
     seen: dict[str, str] = {}
     for s in servers:
         for d in s.devices:
-            if d.device_ip is None:
-                if len(servers) > 1:
-                    raise fail(f"server {s.server_id} device {d.device_id}: device_ip missing (mandatory "
-                               f"when the table has several servers)")
-                continue
             where = f"server {s.server_id} device {d.device_id}"
-            if d.device_ip in seen:
-                raise fail(f"device_ip {d.device_ip} repeated ({seen[d.device_ip]} and {where})")
-            seen[d.device_ip] = where
+            for ip in d.ips:
+                if ip in seen:
+                    raise fail(f"device_ip {ip} repeated ({seen[ip]} and {where})")
+                seen[ip] = where
 
 
 def _super_pods(doc: Any, servers: list[Server], fail) -> list[Server]:
-    """super_pod_list: every server in exactly one pod, pods listed once, and super_device_id unique
-    inside a pod (HCCL EI0014 'devices have same superDeviceId ... in superPod')."""
+    """super_pod_list, as HCCL's CheckSuperPodInfo reads it: non-empty unique super_pod_ids, each
+    listed server_id in server_list, every server in a pod, every device with a super_device_id,
+    and super_device_id unique inside a pod (EI0014 'devices have same superDeviceId'). A server
+    listed under two pods ends in the later one, as HCCL assigns it."""
     if not isinstance(doc, list) or not doc:
         raise fail("super_pod_list is not a non-empty list")
     known = {s.server_id for s in servers}
     pod_of: dict[str, str] = {}
+    pods: set[str] = set()
     for i, pod in enumerate(doc):
-        if not isinstance(pod, dict) or not isinstance(pod.get("super_pod_id"), str) \
-                or not isinstance(pod.get("server_list"), list):
-            raise fail(f"super_pod_list[{i}]: expected an object with super_pod_id (string) and server_list")
-        pid = pod["super_pod_id"]
-        if pid in pod_of.values():
+        where = f"super_pod_list[{i}]"
+        if not isinstance(pod, dict) or not isinstance(pod.get("server_list"), list):
+            raise fail(f"{where}: expected an object with super_pod_id and server_list")
+        pid = _text(pod, "super_pod_id", f"{where}: ", fail)
+        if not pid:
+            raise fail(f"{where}: super_pod_id missing or empty")
+        if pid in pods:
             raise fail(f"super_pod_id {pid} listed twice in super_pod_list")
+        pods.add(pid)
         for entry in pod["server_list"]:
-            sid = entry.get("server_id") if isinstance(entry, dict) else None
+            sid = _text(entry, "server_id", f"{where}: ", fail) if isinstance(entry, dict) else None
             if sid not in known:
-                raise fail(f"super_pod_list[{i}] (super_pod_id {pid}): server_id {sid!r} is not in server_list")
-            if sid in pod_of:
-                raise fail(f"server {sid} is in SuperPoD {pod_of[sid]} and in SuperPoD {pid}")
+                raise fail(f"{where} (super_pod_id {pid}): server_id {sid!r} is not in server_list")
             pod_of[sid] = pid
     out = []
     sdid: dict[tuple[str, int], str] = {}
@@ -266,8 +291,10 @@ def _super_pods(doc: Any, servers: list[Server], fail) -> list[Server]:
             raise fail(f"server {s.server_id} is in no super_pod_list entry")
         pid = pod_of[s.server_id]
         for d in s.devices:
-            key = (pid, d.super_device_id)  # type: ignore[arg-type]
             where = f"server {s.server_id} device {d.device_id}"
+            if d.super_device_id is None:
+                raise fail(f"{where}: super_device_id missing (every device needs one with a super_pod_list)")
+            key = (pid, d.super_device_id)
             if key in sdid:
                 raise fail(f"super_device_id {d.super_device_id} repeated in SuperPoD {pid} ({sdid[key]} and "
                            f"{where}); HCCL EI0014")

@@ -211,3 +211,30 @@ def test_same_content_at_two_paths_is_one_copy_and_a_cut_read_is_said():
                          {"n0": {f"{check.READ_PROBE}_n0": CommandOutput(stdout=text[:100], truncated=True)}})
     [f] = check.evaluate(cut)
     assert f.status is Status.FAIL and "could not be read on n0: cut at the output cap" in f.summary
+
+
+def _without_device_ip(name: str, host_ip: bool) -> str:
+    doc = json.loads(fixture_path(name).read_text())
+    for s in doc["server_list"]:
+        for d in s["device"]:
+            d.pop("device_ip", None)
+        if not host_ip:
+            s.pop("host_ip", None)
+    return json.dumps(doc, indent=2)
+
+
+def test_device_ip_left_out_between_servers_fails_on_a2_only():
+    text = _without_device_ip(TYPICAL, host_ip=False)
+    bad = by_node(check.evaluate(ctx_for(TYPICAL, text=text)))
+    assert bad["n0"].details["failed_devices"] == [0, 1] and "no device_ip in the table; HCCL needs it" in bad["n0"].summary
+    [ok] = check.evaluate(ctx_for(TYPICAL, text=_without_device_ip(TYPICAL, host_ip=True)))  # host NIC deployment
+    assert ok.status is Status.PASS
+    [a3] = check.evaluate(ctx_for(TYPICAL, text=text, smi_name=A3))  # A3: HCCL links over the vNIC
+    assert a3.status is Status.PASS
+
+
+def test_a_path_hccl_would_not_load():
+    text = fixture_path(TYPICAL).read_text()
+    ctx = ctx_for(TYPICAL, mutate=lambda f: [f[n].update({check.ID: own(text, "/etc/hccl/hccl.conf")}) for n in f])
+    bad = by_node(check.evaluate(ctx))
+    assert "rank table /etc/hccl/hccl.conf: HCCL loads it only from a file named *.json" in bad["n0"].summary
