@@ -255,6 +255,8 @@ class Cluster:
             state = build_state(ns_spec, host, dev_ips, dev_mask, netns.HOST_IFACE if netns_mode else "lo",
                                 netns.DEVICE_IFACE if netns_mode else "lo")
             write_tree(node_dir, state, asc_home)
+            if ns_spec.hide_tools and not netns_mode:
+                raise SimError(f"{name}: hide_tools needs netns mode (root and ip netns)")
             if ns_spec.login_user:
                 if not netns_mode:
                     raise SimError(f"{name}: login_user needs netns mode (root and ip netns)")
@@ -275,7 +277,7 @@ class Cluster:
             entry = {"name": name, "index": ns_spec.index, "host": host, "port": port, "dir": str(node_dir),
                      "ascend_home": asc_home, "devices": count, "namespace": None, "backend": ns_spec.backend,
                      "login": ({"user": ns_spec.login_user, "sudo": ns_spec.sudo, "become": ns_spec.become}
-                               if ns_spec.login_user else None)}
+                               if ns_spec.login_user else None), "hide_tools": list(ns_spec.hide_tools)}
             if netns_mode:
                 (node_dir / "etcov").mkdir()
                 entry.update(namespace=f"{nm['ns_prefix']}{name}", veth_host=f"{nm['veth_host']}{ns_spec.index}",
@@ -401,9 +403,9 @@ class Cluster:
             if n.namespace:
                 binds = self.node_binds(n)
                 etc_files = n.dir / logins.ETC_DIR
-                argv = sshd.netns_argv(n.namespace, n.dir, n.name, cfg, binds,
-                                       etc_files if etc_files.is_dir() else None)
                 entry = next(e for e in self.rec["nodes"] if e["name"] == name)
+                argv = sshd.netns_argv(n.namespace, n.dir, n.name, cfg, binds,
+                                       etc_files if etc_files.is_dir() else None, tuple(entry.get("hide_tools", ())))
                 # recorded for the reader: they live in the node's mount namespace only and end with it
                 entry["mounts"] = [[str(src), dst] for src, dst in binds] + [
                     ["tmpfs", str(n.dir / "etcov")], ["overlay(/etc + node etc/hccn.conf)", "/etc"]]

@@ -14,7 +14,8 @@ that passes for the wrong reason. Every problem is one line naming the place and
     slurm: false                  # true: real slurmctld + one slurmd per node (netns mode; sim/slurm.py)
     defaults: {layout: 910B}      # node keys every node gets; netns mode also takes login_user
                                   # (a non-root login), sudo (nopasswd|password|none), groups
-                                  # ([HwHiAiUser]: npu-smi without sudo), become (inventory: sudo)
+                                  # ([HwHiAiUser]: npu-smi without sudo), become (inventory: sudo),
+                                  # hide_tools ([ip, ss]: not installed on that node, netns mode)
     faults:                       # applied after bring-up; see preflight.sim docstring
       - {node: node02, fault: npu_health, device: 3, status: Alarm, codes: [A4025021]}
 """
@@ -43,7 +44,7 @@ NETWORK_KEYS = {"subnet", "device_subnet"}
 NODE_KEYS = {
     "layout", "chip_name", "npus", "chips_per_npu", "npu_smi_version", "driver_version",
     "firmware_version", "cann_version", "arch", "hccn_conf", "data_files", "backend", "gpus", "gpu_model",
-    "login_user", "sudo", "groups", "become",
+    "login_user", "sudo", "groups", "become", "hide_tools",
 }
 BACKENDS = ("ascend", "nvidia")
 GPU_MODELS = ("H100",)  # one model with a real -q capture to render from
@@ -72,6 +73,7 @@ class NodeSpec:
     sudo: str = "nopasswd"           # its sudoers: nopasswd | password | none
     groups: tuple[str, ...] = ()     # its extra groups, e.g. [HwHiAiUser] (npu-smi without sudo)
     become: bool = True              # the inventory says `become: sudo` for it
+    hide_tools: tuple[str, ...] = ()  # netns mode: these commands are not installed on the node (sshd.node_script)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,11 @@ def _node_keys(source: str, where: str, raw: Any) -> dict[str, Any]:
                                                           for g in out["groups"]):
             raise _fail(source, f"{where}.groups", "must be a list of group names")
         out["groups"] = tuple(out["groups"])
+    if "hide_tools" in out:
+        if not isinstance(out["hide_tools"], list) or not all(isinstance(t, str) and re.fullmatch(r"[A-Za-z0-9_.+-]{1,40}", t)
+                                                              for t in out["hide_tools"]):
+            raise _fail(source, f"{where}.hide_tools", "must be a list of command names")
+        out["hide_tools"] = tuple(out["hide_tools"])
     for key in ("hccn_conf", "become"):
         if key in out and not isinstance(out[key], bool):
             raise _fail(source, f"{where}.{key}", "must be true or false")

@@ -9,10 +9,12 @@ mountpoints recorded in the cluster record.
 """
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+SYSTEM_DIRS = ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")  # where a hidden tool is looked for
 BIND_TARGETS = {"ascend": "/usr/local/Ascend", "bin": "/usr/local/sbin"}
 
 
@@ -51,12 +53,14 @@ def write_config(node_dir: Path, listen: str, port: int, authorized_keys: Path,
 
 
 def node_script(node_dir: Path, hostname: str, binds: list[tuple[Path, str]], exec_line: str,
-                etc_links: dict[str, Path] | None = None, etc_files: Path | None = None) -> str:
+                etc_links: dict[str, Path] | None = None, etc_files: Path | None = None,
+                hide: tuple[str, ...] = ()) -> str:
     """The shell that makes a fresh mount+UTS namespace look like the node (its tree on the
     real paths, its own /etc/hccn.conf, its host name), then execs the daemon. Shared by sshd and
     the simulated Slurm's slurmd, so both see the same node. `etc_links` adds files under the
     node's /etc (relative path -> target), e.g. slurm/slurm.conf, where a real node has them;
-    `etc_files` is a folder copied into the node's /etc (its login user, sudoers: sim.logins)."""
+    `etc_files` is a folder copied into the node's /etc (its login user, sudoers: sim.logins).
+    `hide` names commands the node does not have (hide_lines)."""
     q = shlex.quote
     etcov = node_dir / "etcov"
     script = ["set -e"]
@@ -69,6 +73,7 @@ def node_script(node_dir: Path, hostname: str, binds: list[tuple[Path, str]], ex
         # cgroup hierarchies; mount the host's again (the same hierarchies: cgroup_mounts)
         *(cgroup_mounts() if etc_files and (etc_files / "containers").is_dir() else []),
         f"ln -s {q(str(node_dir / 'etc' / 'hccn.conf'))} {q(str(etcov / 'u' / 'hccn.conf'))}",
+        *hide_lines(etcov, hide),
     ]
     for rel, target in (etc_links or {}).items():
         link = etcov / "u" / rel
@@ -83,13 +88,33 @@ def node_script(node_dir: Path, hostname: str, binds: list[tuple[Path, str]], ex
     return "\n".join(script)
 
 
+def hide_lines(etcov: Path, tools: tuple[str, ...]) -> list[str]:
+    """Shell lines that make `tools` absent in this mount namespace, as on a node where they are not
+    installed (no `ip` on the real H200 node): each system directory holding one gets an overlay
+    whose upper layer has an overlayfs whiteout (a 0/0 character device) of that name. Every path
+    to the tool is gone, not only PATH's: `command -v ip` fails and /sbin/ip does not exist."""
+    q = shlex.quote
+    dirs: dict[str, list[str]] = {}
+    for tool in tools:
+        for d in SYSTEM_DIRS:
+            if os.path.lexists(os.path.join(d, tool)):
+                dirs.setdefault(os.path.realpath(d), []).append(tool)
+    lines = []
+    for i, (d, names) in enumerate(sorted(dirs.items())):
+        up, work = etcov / f"hide{i}u", etcov / f"hide{i}w"
+        lines.append(f"mkdir {q(str(up))} {q(str(work))}")
+        lines += [f"mknod {q(str(up / t))} c 0 0" for t in dict.fromkeys(names)]
+        lines.append(f"mount -t overlay pfs-hide -o lowerdir={q(d)},upperdir={q(str(up))},workdir={q(str(work))} {q(d)}")
+    return lines
+
+
 def netns_argv(ns: str, node_dir: Path, hostname: str, cfg: Path,
-               binds: list[tuple[Path, str]], etc_files: Path | None = None) -> list[str]:
+               binds: list[tuple[Path, str]], etc_files: Path | None = None, hide: tuple[str, ...] = ()) -> list[str]:
     """The command that starts a node's sshd inside its network, mount and UTS namespaces."""
     q = shlex.quote
     script = node_script(node_dir, hostname, binds,
                          f"exec {SSHD} -f {q(str(cfg))} -E {q(str(node_dir / 'ssh' / 'sshd.log'))}",
-                         etc_files=etc_files)
+                         etc_files=etc_files, hide=hide)
     return ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private",
             "sh", "-c", script]
 
