@@ -26,7 +26,6 @@ types, ranges, ssh_config) is the same code.
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -82,21 +81,13 @@ def _table(load: Callable[[], rt.RankTable], where: str) -> rt.RankTable:
         raise InventoryError(f"{where}{exc}") from None
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _node(s: rt.Server, line: int, ctx: Any, defaults: Any) -> dict[str, Any]:
     from .inventory import HOST_RE, NAME_RE  # the reader's own rules for names and addresses
 
     if not NAME_RE.fullmatch(s.server_id):
         raise InventoryError(f"{ctx.path}:{line}: {KEY}: server_id {s.server_id!r} is not usable as a node name "
                              f"(letters, digits, . _ -)")
-    host = s.server_id if _is_ip(s.server_id) or not s.host_ip else s.host_ip
+    host = s.server_id if rt.is_ip(s.server_id) or not s.host_ip else s.host_ip
     if not HOST_RE.fullmatch(host):
         raise InventoryError(f"{ctx.path}:{line}: {KEY}: server {s.server_id}: {host!r} is not an address or host "
                              f"name (give the server a host_ip)")

@@ -160,7 +160,7 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.isascii() and value.isdigit() else None
 
 
-def _ip(value: str) -> bool:
+def is_ip(value: str) -> bool:
     try:
         ipaddress.ip_address(value)
     except ValueError:
@@ -179,7 +179,7 @@ def _server(doc: Any, i: int, version: str, fail) -> Server:
         raise fail(f"{where}: server_id {sid[:20]!r}... is longer than {MAX_SERVER_ID} characters")
     where = f"{where} (server_id {sid})"
     host_ip = _text(doc, "host_ip", f"{where}: ", fail)
-    if host_ip is not None and not _ip(host_ip):
+    if host_ip is not None and not is_ip(host_ip):
         raise fail(f"{where}: host_ip {host_ip!r} is not an IP address")
     devs = doc.get("device")
     if not isinstance(devs, list) or not devs:
@@ -210,7 +210,7 @@ def _device(doc: Any, where: str, version: str, fail) -> Device:
         if port is not None and not (_int(port) and _int(port) <= 65535):  # 0 is HCCL's "auto": refused
             raise fail(f"{where}: {key} {port!r} is not a port number from 1 to 65535")
     ip = _text(doc, "device_ip", f"{where}: ", fail)
-    if ip and not all(_ip(part) for part in ip.split(",")):
+    if ip and not all(is_ip(part) for part in ip.split(",")):
         raise fail(f"{where}: device_ip {ip!r} is not an IP address (or a comma-separated list of them)")
     return Device(values["device_id"], values["rank_id"], ip or None, values["super_device_id"])  # type: ignore[arg-type]
 
