@@ -7,6 +7,7 @@ not answer (timed out, connection lost) decides nothing: the backend-specific ch
 report `error` with the reason instead of guessing (a guess would raise the other backend's alarms)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .model import CommandOutput
@@ -47,6 +48,17 @@ def undecided(how: str) -> str:
 
 def skip_reason(check_backend: str, node_backend: str, how: str) -> str:
     return (f"{NAMES[check_backend]} check: this is an {NAMES[node_backend]} node ({how})")
+
+
+_BY_NAME = {v: k for k, v in NAMES.items()}
+_SKIP = re.compile(rf"({'|'.join(NAMES.values())}) check: this is an ({'|'.join(NAMES.values())}) node \(")
+
+
+def skipped_for_backend(summary: str) -> tuple[str, str] | None:
+    """(check backend, node backend) of a skip_reason() summary, else None: the checklist folds
+    those lines (report/group.py), the JSON keeps them as they are."""
+    m = _SKIP.match(summary)
+    return (_BY_NAME[m.group(1)], _BY_NAME[m.group(2)]) if m else None
 
 
 def groups(nodes) -> dict[str, list[str]]:

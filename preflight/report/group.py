@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import backend as backends
 from ..model import SEVERITY, Report, Status
 from ..nodeset import fold
 
@@ -46,7 +47,9 @@ def grouped(report: Report) -> list[Group]:
 
 def condensed(groups: list[Group]) -> list[Group]:
     """Passing lines of one check that differ only in node-specific words (an address, a count)
-    become one line, so a 128-node checklist stays about failures; the JSON keeps every result."""
+    become one line, so a 128-node checklist stays about failures; the other backend's checks
+    skipped on a node are one line per backend (backend_skips); the JSON keeps every result."""
+    groups = backend_skips(groups)
     out: list[Group] = []
     first: dict[str, tuple[int, Group]] = {}  # check -> (position, its first passing group)
     for g in groups:
@@ -63,6 +66,36 @@ def condensed(groups: list[Group]) -> list[Group]:
             out[i] = Group(g.check, g.status, f"{head.summary} (as on {where}; {more} more alike)",
                            head.remediation, nodes)
     return out
+
+
+def backend_skips(groups: list[Group]) -> list[Group]:
+    """The skips of checks of the other backend (`NVIDIA check: this is an Ascend node (...)`,
+    one line per check and way the backend was decided) -> one line per pair of backends, where
+    the first of them stood: `SKIP  5 NVIDIA checks  node[01-04]  not applicable on Ascend nodes
+    (gpu.health, ...)`. Nothing for an operator to read there, every run, on a one-backend cluster."""
+    folds: dict[tuple[str, str], tuple[dict[str, None], dict[str, None]]] = {}  # -> (checks, nodes), ordered
+    out: list[Group | tuple[str, str]] = []
+    for g in groups:
+        pair = backends.skipped_for_backend(g.summary) if g.status is Status.SKIP else None
+        if pair is None:
+            out.append(g)
+            continue
+        if pair not in folds:
+            folds[pair] = ({}, {})
+            out.append(pair)
+        checks, nodes = folds[pair]
+        checks[g.check] = None
+        nodes.update(dict.fromkeys(g.nodes))
+    result = []
+    for item in out:
+        if isinstance(item, Group):
+            result.append(item)
+            continue
+        checks, nodes = (list(d) for d in folds[item])
+        what, where = (backends.NAMES[b] for b in item)
+        label = f"{len(checks)} {what} checks" if len(checks) > 1 else checks[0]
+        result.append(Group(label, Status.SKIP, f"not applicable on {where} nodes ({', '.join(checks)})", None, tuple(nodes)))
+    return result
 
 
 def sections(report: Report, groups: list[Group]) -> list[tuple[str | None, list[Group]]]:
