@@ -238,3 +238,22 @@ def test_a_path_hccl_would_not_load():
     ctx = ctx_for(TYPICAL, mutate=lambda f: [f[n].update({check.ID: own(text, "/etc/hccl/hccl.conf")}) for n in f])
     bad = by_node(check.evaluate(ctx))
     assert "rank table /etc/hccl/hccl.conf: HCCL loads it only from a file named *.json" in bad["n0"].summary
+
+
+def test_real_hccn_tool_output_against_a_real_table():
+    """hccn.ip's facts parsed from a real `hccn_tool -i N -ip -g` capture (MindCluster, 10.10.0.10-17)
+    against JittorInfer's real table (192.168.20.191-198): every device disagrees; the same table
+    re-addressed in code to the capture's addresses agrees."""
+    from tests.checks.ascend_helpers import loop
+    body = fixture_body("hccn_tool_-ip_-g__8dev_loop__mindcluster-fixture.txt").splitlines(keepends=True)
+    facts = hccn_ip.parse({"npu_smi": smi(A2), "ip": loop({d: "".join(body[2 * d:2 * d + 2]) for d in range(8)}),
+                           hccn_ip.CONF_PROBE: CommandOutput(stdout=f"{hccn_ip.ABSENT} /etc/hccn.conf\n")})
+    live = lambda f: f["n0"].update({"hccn.ip": facts})  # noqa: E731
+    summary, bad = check.evaluate(ctx_for(JITTOR, mutate=live))
+    assert bad.details["failed_devices"] == list(range(8))
+    assert "device 0 rank 0: rank table device_ip 192.168.20.191, hccn_tool -ip -g reports 10.10.0.10" in bad.summary
+    text = fixture_path(JITTOR).read_text()
+    for d in range(8):
+        text = text.replace(f'"192.168.20.19{d + 1}",\n                    "device_id"', f'"10.10.0.1{d}",\n                    "device_id"')
+    [ok] = check.evaluate(ctx_for(JITTOR, text=text, mutate=live))
+    assert ok.status is Status.PASS
