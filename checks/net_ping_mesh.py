@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Status, cmd, passed
+from preflight.checkapi import Policy, Choice, ClusterContext, Finding, Metric, Probe, Status, cmd, passed
 from preflight.checkhelpers import worst
 from preflight.net import ping, pinger
 from preflight.net.blame import blame_pairs
@@ -49,7 +49,7 @@ DEFAULTS: dict = {
     "warn_rtt_ms": 10.0,
     "matrix_limit": 64,  # nodes up to which details carry the full loss matrix
     "reply_wait_s": 2.0,  # pinger: how long to wait for replies after the last request (ARP on a cold cache)
-    "pinger": "auto",  # auto: one python3 multi-target pinger per node, `ping` loop if it cannot run; ping: loop only
+    "pinger": Choice("auto", "ping"),  # auto: one python3 multi-target pinger per node, `ping` loop if it cannot run; ping: loop only
 }
 PROBE = "mesh"
 

@@ -71,7 +71,8 @@ from typing import Any, Mapping
 
 from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
-from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Metric, Probe, Status, cmd, passed, sh, skipped
+from preflight.checkapi import (Policy, Choice, ClusterContext, CommandOutput, Finding, Metric, Probe, Status, cmd, passed, sh,
+                                skipped)
 from preflight.checkhelpers import Shell, first_line, seq, worst
 from preflight.smoke import isolate, worker_source
 
@@ -94,8 +95,8 @@ ACTIONS = (
 )
 DEFAULTS: dict[str, Any] = {
     "nodes": None,  # [rank0, rank1] (pair) or the selection (pairs); default: picked from the reachable nodes
-    "mode": "pair",  # pair | pairs | all
-    "backend": "auto",  # auto | hccl | nccl | gloo
+    "mode": Choice("pair", "pairs", "all"),
+    "backend": Choice("auto", "hccl", "nccl", "gloo"),
     "port": None,  # the rendezvous port; default: the first free one of port_range on rank 0
     "port_range": "29400-29499",
     "size_mib": 64,
@@ -105,7 +106,7 @@ DEFAULTS: dict[str, Any] = {
     "run_timeout_s": 120,  # bounds warm-up and timed loop after the rendezvous
     "startup_s": 30,  # python + torch (+ torch_npu) import budget inside the probe timeout
     "min_busbw_gbps": None,
-    "below_min": "warn",  # warn | fail
+    "below_min": Choice("warn", "fail"),
     "device": 0,  # device index for hccl/nccl inside the launch environment's visible devices
     # mode all: one collective over every selected node, then isolation (preflight/smoke/isolate.py)
     "ranks_per_node": 1,  # 1, or "devices": one rank per NPU/GPU (ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)

@@ -77,7 +77,7 @@ from .policy import Policy
 
 __all__ = [  # the one page of contract (docs/writing-a-check.md); helpers: preflight.checkhelpers
     "Policy", "Finding", "Status", "Metric", "Probe", "cmd", "sh", "CommandOutput", "ParseError", "require_ok",
-    "ClusterContext", "passed", "skipped", "tool_failure",
+    "ClusterContext", "passed", "skipped", "tool_failure", "Choice",
 ]
 
 
@@ -206,6 +206,28 @@ def cmd(template: str | Shell, /, *, timeout: float | None = None, **values: Any
             raise TemplateError("cmd(Shell) takes no values: the text is already filled")
         return Probe(template, timeout)
     return Probe(sh(template, **values), timeout)
+
+
+class Choice(str):
+    """An enumerated parameter's default in DEFAULTS, with the values it may take (the default
+    first): `"mode": Choice("pair", "pairs", "all")`. Loading refuses any other value with
+    file:line and the allowed set (a typo would otherwise quietly run the default's branch).
+
+    Why a str: the default reads as the plain string everywhere DEFAULTS is used as parameters
+    (a check's own code, its tests); the registry hands the runner plain values and the set."""
+
+    allowed: tuple[str, ...]
+
+    def __new__(cls, default: str, *others: str) -> "Choice":
+        values = (default, *others)
+        if not all(type(v) is str for v in values) or len(set(values)) != len(values):
+            raise TypeError(f"Choice takes distinct strings, the default first: {values!r}")
+        made = super().__new__(cls, default)
+        made.allowed = values
+        return made
+
+    def __getnewargs__(self) -> tuple[str, ...]:
+        return self.allowed
 
 
 class ParseError(ValueError):

@@ -400,7 +400,8 @@ def _container(ctx: _Ctx, m: _Map, value: Any) -> Container:
 
 # A parameter's type is its default's (DEFAULTS of the check): an int default takes an integer, a
 # float default any number, a None default anything. Unknown ids and keys are refused by
-# registry.check_parameters (with a suggestion); this catches `min_free_gib: "lots"` at load.
+# registry.check_parameters (with a suggestion); this catches `min_free_gib: "lots"` at load, and an
+# enumerated parameter's value outside its set (`mode: al`; checkapi.Choice in the check's DEFAULTS).
 _PARAM_TYPES: dict[type, tuple[tuple[type, ...], str]] = {
     bool: ((bool,), "true or false"),
     int: ((int,), "an integer"),
@@ -427,6 +428,9 @@ def _check_param_types(ctx: _Ctx, checks: Any) -> None:
             if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
                 raise ctx.fail(params, key, f"{cid} expects {words} (its default is {default!r}), got "
                                             f"{type(v).__name__} {redact.value(key, repr(v))}")
+            allowed = info.choices.get(key)
+            if allowed is not None and v not in allowed:  # an enumerated parameter (checkapi.Choice)
+                raise ctx.fail(params, key, f"{cid} takes one of {', '.join(allowed)}, got {redact.value(key, repr(v))}")
 
 
 def _closest(key: str, candidates: list[str]) -> str | None:

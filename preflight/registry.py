@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
 from typing import Any, Iterator, Mapping, NamedTuple
@@ -34,7 +34,8 @@ class CheckInfo:
     uses: tuple[str, ...]
     defaults: dict[str, Any]
     policy: Policy = Policy()
-    actions: tuple = ()  # preflight.actions.Rule rows from the module's ACTIONS
+    actions: tuple = ()
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # enumerated parameters: allowed values  # preflight.actions.Rule rows from the module's ACTIONS
 
     def __getattr__(self, name: str) -> Any:
         if name in POLICY_FIELDS:
@@ -114,9 +115,14 @@ def _actions(module: ModuleType) -> tuple:
 
 
 def _info(m: ModuleType) -> CheckInfo:
+    from .checkapi import Choice
+
+    declared = dict(getattr(m, "DEFAULTS", {}))
     return CheckInfo(id=m.ID, scope=getattr(m, "SCOPE", "node"), module=m,
                      requires=tuple(getattr(m, "REQUIRES", ())), uses=tuple(getattr(m, "USES", ())),
-                     defaults=dict(getattr(m, "DEFAULTS", {})), policy=policy(m), actions=_actions(m))
+                     defaults={k: str(v) if isinstance(v, Choice) else v for k, v in declared.items()},
+                     policy=policy(m), actions=_actions(m),
+                     choices={k: v.allowed for k, v in declared.items() if isinstance(v, Choice)})
 
 
 class _Checks(Mapping[str, CheckInfo]):

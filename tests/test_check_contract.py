@@ -284,3 +284,85 @@ def test_a_check_imports_only_the_contract_and_the_helpers(cid):
             if node.module == "preflight.checkhelpers":
                 assert set(got) <= set(checkhelpers.__all__), f"{cid}: {got}"
             assert node.module != "preflight.model", f"{cid}: imports the core's model (use checkapi / checkhelpers)"
+
+
+# ---------------------------------------------------------------- enumerated parameters (checkapi.Choice)
+
+def _compared_literals(source: str, keys: set[str]) -> dict[str, set[str]]:
+    """param -> the string literals the module compares it with (`p.get("mode") == "all"`,
+    `str(params.get("below_min") or "warn") == "fail"`, `p["mode"] in ("pairs", "all")`)."""
+    import ast
+
+    def key_of(node):
+        while True:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" and node.args:
+                node = node.args[0]
+            elif isinstance(node, ast.BoolOp):
+                node = node.values[0]
+            else:
+                break
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+            node = node.args[0]
+        elif isinstance(node, ast.Subscript):
+            node = node.slice
+        else:
+            return None
+        return node.value if isinstance(node, ast.Constant) and node.value in keys else None
+
+    def literals(node):
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and (key := key_of(node.left)) is not None:
+            for comp in node.comparators:
+                found.setdefault(key, set()).update(literals(comp))
+    return {k: v for k, v in found.items() if v}
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_an_enumerated_parameter_declares_its_values(cid):
+    """A parameter the check compares with fixed strings is a Choice in DEFAULTS, and every string
+    it is compared with is in its set: the loader refuses the others (file:line, the set)."""
+    from preflight.checkapi import Choice
+
+    info = ALL[cid]
+    strings = {k for k, v in info.module.DEFAULTS.items() if isinstance(v, str)}
+    for key, seen in _compared_literals(Path(info.module.__file__).read_text(encoding="utf-8"), strings).items():
+        declared = info.module.DEFAULTS[key]
+        assert isinstance(declared, Choice), f"{cid}: {key!r} is compared with {sorted(seen)}: declare Choice(default, ...)"
+        assert seen <= set(declared.allowed), f"{cid}: {key!r} compared with {sorted(seen - set(declared.allowed))}, not in its Choice"
+    for key, value in info.module.DEFAULTS.items():
+        if isinstance(value, Choice):
+            assert info.choices[key] == value.allowed and type(info.defaults[key]) is str, f"{cid}: registry lost {key}'s set"
+
+
+def test_a_value_outside_its_set_is_refused_at_load_with_file_line_and_the_set(tmp_path):
+    from preflight.inventory import InventoryError, load
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1}\nchecks:\n  smoke.allreduce: {mode: al, below_min: fail}\n")
+    with pytest.raises(InventoryError) as err:
+        load(inv)
+    assert str(err.value) == f"{inv}:4: mode: smoke.allreduce takes one of pair, pairs, all, got 'al'"
+    inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1, checks: {net.ping_mesh: {pinger: fping}}}\n")
+    with pytest.raises(InventoryError, match=r"inv.yaml:2: pinger: net.ping_mesh takes one of auto, ping, got 'fping'"):
+        load(inv)
+    inv.write_text("nodes:\n  - {name: n1, host: 10.0.0.1}\nchecks:\n  smoke.allreduce: {mode: pairs, below_min: fail}\n")
+    assert load(inv).checks["smoke.allreduce"] == {"mode": "pairs", "below_min": "fail"}
+
+
+def test_choice_is_its_default_as_a_string():
+    import copy
+    import json
+    import pickle
+
+    from preflight.checkapi import Choice
+
+    mode = Choice("pair", "pairs", "all")
+    assert mode == "pair" and json.dumps({"mode": mode}) == '{"mode": "pair"}' and repr(mode) == "'pair'"
+    assert pickle.loads(pickle.dumps(mode)).allowed == copy.deepcopy(mode).allowed == ("pair", "pairs", "all")
+    for bad in (("a", "a"), ("a", 1)):
+        with pytest.raises(TypeError):
+            Choice(*bad)

@@ -24,7 +24,8 @@ def explain(check_id: str) -> None:
     info = discover().get(check_id)
     if info is None:
         fail_usage(f"no check {check_id!r} (see: preflight list-checks)")
-    params = "".join(f"\n  {k}: {v!r}" for k, v in info.defaults.items())
+    params = "".join(f"\n  {k}: {v!r}" + (f" (one of: {', '.join(info.choices[k])})" if k in info.choices else "")
+                     for k, v in info.defaults.items())
     safe_echo(f"{info.id} ({info.scope})\n\n{info.doc}\n{info.policy_text()}"
               + (f"\nParameters (inventory `checks: {{{info.id}: ...}}`):{params}\n" if params else ""))
 
