@@ -33,7 +33,7 @@ from preflight.ascend import hccn_common as common
 from preflight.ascend import ranktable as rt
 from preflight.ascend import spod_info
 from preflight.checkapi import (ClusterContext, Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
-                                sh)
+                                require_ok, sh)
 from preflight.checkhelpers import first_line, seq, worst
 
 ID = "hccl.ranktable"
@@ -70,16 +70,14 @@ def probes(node, params) -> dict[str, Probe]:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    out = outputs.get(STAT_PROBE)
-    text = out.stdout if out is not None else ""
-    head, _, rest = text.partition("\n")
+    out = require_ok(outputs.get(STAT_PROBE), "locating the rank table")  # not run or cut: could not tell
+    head, _, rest = out.stdout.partition("\n")
     if head.strip() == NONE:
         return Facts(None)
     if head.startswith(ABSENT + " "):
         return Facts(head[len(ABSENT) + 1:], error="not found")
     if not head.startswith(PATH + " "):
-        why = (out.error or first_line(out.stderr) or f"exit code {out.rc}") if out is not None else "no output"
-        return Facts("?", error=f"could not be located: {why}")
+        raise ParseError(f"locating the rank table: unexpected output (exit code {out.rc})", out.stdout + out.stderr)
     path, digest = head[len(PATH) + 1:], rest.split()[:1]
     if out.rc != 0 or not digest:
         return Facts(path, error=first_line(out.stderr) or f"unreadable (exit code {out.rc})")

@@ -257,3 +257,11 @@ def test_real_hccn_tool_output_against_a_real_table():
         text = text.replace(f'"192.168.20.19{d + 1}",\n                    "device_id"', f'"10.10.0.1{d}",\n                    "device_id"')
     [ok] = check.evaluate(ctx_for(JITTOR, text=text, mutate=live))
     assert ok.status is Status.PASS
+
+
+def test_a_probe_that_did_not_run_is_could_not_tell_not_a_fail():
+    from preflight.checkapi import ParseError
+    for out in (CommandOutput(rc=None, error="not in the recording"), CommandOutput(timed_out=True, rc=124),
+                CommandOutput(stdout="bash: line 1: syntax error\n", rc=2)):
+        with pytest.raises(ParseError):
+            check.parse({check.STAT_PROBE: out})
