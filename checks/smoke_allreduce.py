@@ -977,7 +977,9 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
     rec = next((r.record for r in whole.ranks if r.record.get("backend")), {})
     head = f"all_reduce over {len(nodes)} nodes ({len(whole.ranks)} ranks"
     if rec:
-        head += f", {rec.get('backend')}, {int(rec.get('size_bytes', 0)) / (1 << 20):g} MiB"
+        head += f", {rec.get('backend')}"
+    if rec.get("size_bytes"):
+        head += f", {int(rec['size_bytes']) / (1 << 20):g} MiB"
     head += ")"
     if not whole.result().failed:
         details["metrics"] = _whole_metrics(whole)
@@ -994,7 +996,7 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
         if rec.get("latency_ms") is not None:
             text += f", latency {max(_num(r.record.get('latency_ms')) or 0 for r in whole.ranks):.3g} ms"
         if len(runs) > 1:
-            text += (f"; {len(runs) - 1} more round(s) of groups, none slow or failing"
+            text += (f"; {len(runs) - 1} more round(s) of groups, no node slow or failing"
                      + (f" (busbw {min(bws):.3g}-{max(bws):.3g} GB/s)" if bws else ""))
         return [passed(text, **details)]
     lead = (WHY_TEXT.get(whole_graded.result.kind, "failed") if whole_graded.result.failed

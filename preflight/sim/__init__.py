@@ -89,6 +89,13 @@ Faults (``c.inject(node, NAME, **params)`` or a spec's ``faults:``; device = log
     silent_banner                                sshd stopped, a listener accepts TCP and never speaks
     device_drop      [device]                    iptables DROP in the node's netns (netns mode)
     device_net_down                              hccn0 down: every device link DOWN (netns mode)
+  Collectives (smoke.allreduce mode all; real traffic, the node's own interpreter):
+    link_throttle    rate (100mbit), ingress      tc tbf on the node's eth0 egress; ingress: through an ifb
+                                                 device too (netns mode; this kernel has tbf/ifb, no netem)
+    link_loss        percent (5)                 random drop of received TCP but ssh (iptables statistic)
+    collective_wrong_sum                         set_env.sh loads a test-only sitecustomize on that node:
+                                                 torch.distributed.all_reduce adds 1 to its contribution
+    no_torch                                     the same hook takes site-packages off sys.path: no torch
   NVIDIA nodes (`device` = GPU index in nvidia-smi order):
     gpu_ecc          device, count               volatile (and aggregate) DRAM uncorrectable ECC
     gpu_remap_pending device                     Remapped Rows: Pending: Yes

@@ -286,6 +286,43 @@ def roce_netdev_down(state: dict, p: dict) -> None:
     raise ValueError(f"{state['name']} has no RoCE port {ca}")
 
 
+# ---- collectives (smoke.allreduce mode all): faults on real traffic and on the node's interpreter ----
+
+RATE = __import__("re").compile(r"^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$")
+
+
+def link_throttle(state: dict, p: dict) -> None:
+    """The node's host link (eth0, where GLOO/HCCL_SOCKET_IFNAME point) limited to `rate` by a tc
+    tbf qdisc inside its namespace; `ingress: true` limits what it receives too (an ifb device)."""
+    rate = str(p.get("rate", "100mbit"))
+    if not RATE.match(rate):
+        raise ValueError(f"rate {rate!r}: a number with bit, kbit, mbit or gbit (tc's units), e.g. 100mbit")
+    state["net"]["throttle"] = {"rate": rate, "ingress": bool(p.get("ingress", False))}
+
+
+def link_loss(state: dict, p: dict) -> None:
+    """A share of the packets the node receives on its host link dropped at random (iptables'
+    statistic match: this kernel has no netem), SSH (port 22) spared so the node stays reachable."""
+    pct = float(p.get("percent", 5))
+    if not 0 < pct < 100:
+        raise ValueError("percent must be between 0 and 100")
+    state["net"]["loss"] = pct
+
+
+def _hook(state: dict, name: str) -> None:
+    hooks = state.setdefault("hooks", [])
+    if name not in hooks:
+        hooks.append(name)
+
+
+def collective_wrong_sum(state: dict, p: dict) -> None:
+    _hook(state, "wrong_sum")
+
+
+def no_torch(state: dict, p: dict) -> None:
+    _hook(state, "no_torch")
+
+
 # name -> (function, allowed params, required params, needs netns)
 FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]] = {
     "npu_health": (npu_health, {"device", "chip", "status", "codes", "info"}, set(), False),
@@ -320,6 +357,10 @@ FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]]
     "gpu_nvlink_down": (gpu_nvlink_down, {"device", "links"}, {"device"}, False),
     "ib_port_down": (ib_port_down, {"ca", "state"}, set(), False),
     "roce_netdev_down": (roce_netdev_down, {"ca"}, set(), True),
+    "link_throttle": (link_throttle, {"rate", "ingress"}, set(), True),
+    "link_loss": (link_loss, {"percent"}, set(), True),
+    "collective_wrong_sum": (collective_wrong_sum, set(), set(), False),
+    "no_torch": (no_torch, set(), set(), False),
 }
 NEEDS_DEVICE = {"npu_health", "npu_process", "hbm_leak", "link_down", "link_flap", "optical_absent",
                 "optical_rx_low", "ip_missing", "ip_stale"}

@@ -245,7 +245,11 @@ def apply_net(ns: str, state: dict[str, Any], plen: int) -> None:
         verb = "del" if d["id"] in net["down_addrs"] else "replace"
         lines.append(f"addr {verb} {d['ip']}/{plen} dev {DEVICE_IFACE}")
     batch(lines, ns=ns, check=False)
+    _apply_shaping(ns, net.get("throttle"))
     rules = []
+    if net.get("loss"):  # sshd's port spared: the node stays reachable while its traffic is lossy
+        p = float(net["loss"]) / 100.0
+        rules += [f"-A INPUT -i {HOST_IFACE} -p tcp ! --dport 22 -m statistic --mode random --probability {p:.4f} -j DROP"]
     for target in net["drop"]:
         if target == "all":
             rules += [f"-A INPUT -i {DEVICE_IFACE} -j DROP", f"-A OUTPUT -o {DEVICE_IFACE} -j DROP"]
@@ -258,6 +262,30 @@ def apply_net(ns: str, state: dict[str, Any], plen: int) -> None:
         table = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
         table += "".join(r + "\n" for r in rules) + "COMMIT\n"
         run(["ip", "netns", "exec", ns, "iptables-restore"], input=table)
+
+
+IFB = "pfifb0"
+
+
+def _apply_shaping(ns: str, throttle: dict[str, Any] | None) -> None:
+    """tc tbf on the host link (egress), and through an ifb device for ingress. This kernel has
+    tbf, htb, ingress/clsact, u32, mirred and ifb built in, and no netem: a rate limit is real
+    here, added delay is not."""
+    tc = ["ip", "netns", "exec", ns, "tc"]
+    run(tc + ["qdisc", "del", "dev", HOST_IFACE, "root"], check=False)
+    run(tc + ["qdisc", "del", "dev", HOST_IFACE, "ingress"], check=False)
+    batch([f"link del {IFB}"], ns=ns, check=False)
+    if not throttle:
+        return
+    rate = str(throttle["rate"])
+    shape = ["tbf", "rate", rate, "burst", "64kb", "latency", "100ms"]
+    run(tc + ["qdisc", "add", "dev", HOST_IFACE, "root"] + shape)
+    if throttle.get("ingress"):
+        batch([f"link add {IFB} type ifb", f"link set {IFB} up"], ns=ns)
+        run(tc + ["qdisc", "add", "dev", HOST_IFACE, "handle", "ffff:", "ingress"])
+        run(tc + ["filter", "add", "dev", HOST_IFACE, "parent", "ffff:", "protocol", "all", "u32", "match", "u32",
+                  "0", "0", "action", "mirred", "egress", "redirect", "dev", IFB])
+        run(tc + ["qdisc", "add", "dev", IFB, "root"] + shape)
 
 
 def _has_iptables() -> bool:

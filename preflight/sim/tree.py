@@ -79,6 +79,9 @@ def data_bytes(name: str, size: int, variant: int) -> bytes:
     return (block * (size // len(block) + 1))[:size]
 
 
+HOOK_DIR = "pf-sim-hooks"  # under the node's Ascend home: sitecustomize.py, the sim's interpreter hooks
+
+
 def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
     """Bring node_dir in line with state. ascend_home is where the node sees its Ascend tree."""
     asc = node_dir / "ascend"
@@ -101,11 +104,20 @@ def write_tree(node_dir: Path, state: dict[str, Any], ascend_home: str) -> None:
         remove(tmp)
         tmp.symlink_to(state["cann_version"])
         os.replace(tmp, latest)
+    hooks = sorted(state.get("hooks") or ())
+    hook_dir = asc / HOOK_DIR
     if state["set_env"]:
-        put(tk / "set_env.sh", package_text("templates", "set_env.sh").replace(
-            "@ASCEND_HOME@", shlex.quote(ascend_home)), 0o755)
+        text = package_text("templates", "set_env.sh").replace("@ASCEND_HOME@", shlex.quote(ascend_home))
+        if hooks:  # a test-only interpreter hook on this node (faults collective_wrong_sum, no_torch)
+            text += (f"export PYTHONPATH={shlex.quote(ascend_home + '/' + HOOK_DIR)}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                     f"export PF_SIM_HOOKS={','.join(hooks)}\n")
+        put(tk / "set_env.sh", text, 0o755)
     else:
         remove(tk / "set_env.sh")
+    if hooks:
+        put(hook_dir / "sitecustomize.py", package_text("templates", "sitecustomize.py"))
+    else:
+        remove(hook_dir / "sitecustomize.py")
 
     if state.get("backend") == "nvidia":
         _write_nvidia(node_dir, state)

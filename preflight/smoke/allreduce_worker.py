@@ -113,6 +113,13 @@ def main():
             "rank %d %s" % (r, b) for r, b in enumerate(peers)))
     state["phase"] = "init"
     if backend == "hccl":
+        # HCCL_BUFFSIZE (MB, default 200) is the per-communicator buffer; a message above it is
+        # reduced in several passes, which is not the bandwidth being measured. Raised for this
+        # rank only when the message would not fit and the job did not set it (docs/ENV.md A.6).
+        need = int(-(-float(cfg.get("size_mib", 64)) // 1)) + 1
+        if "HCCL_BUFFSIZE" not in os.environ and need > 200:
+            os.environ["HCCL_BUFFSIZE"] = str(need)
+        state["hccl_buffsize_mb"] = int(os.environ.get("HCCL_BUFFSIZE", "200") or 200)
         device = torch.device("npu", int(cfg.get("device", 0)))
         torch.npu.set_device(device)
         sync = torch.npu.synchronize
@@ -181,6 +188,7 @@ def main():
               "algbw_gbps": round(algbw, 4), "busbw_gbps": round(busbw, 4),
               "latency_ms": round(sorted(lat)[len(lat) // 2] * 1e3, 4),
               "torch": getattr(torch, "__version__", ""), "pid": os.getpid(),
+              "hccl_buffsize_mb": state.get("hccl_buffsize_mb"),
               "elapsed_s": round(time.time() - T0, 3)}
     if not sum_ok:
         record.update(kind="wrong_sum", wrong=wrong,

@@ -96,7 +96,7 @@ class Verdict:
     culprits: dict[str, Culprit]
     good: list[str]  # proven good: in a passing, not slow, test
     unresolved: list[str]  # suspects the rounds could not clear or convict
-    unexplained: list[Graded]  # bad tests with no culprit among their members (intermittent, or an interaction)
+    unexplained: list[Graded]  # failed tests with no culprit among their members (intermittent, or an interaction)
     rounds: int
 
 
@@ -283,7 +283,10 @@ def verdict(nodes: Sequence[str], history: Sequence[Round], policy: Policy = Pol
     pools, unknown = _suspects(st)
     unresolved = {n for p in pools for n in p} | unknown
     explained = set(st.culprits)
-    unexplained = [g for g in st.bad if not (set(g.result.members) & explained) and not st.residual(g)]
+    # A failed test whose members were all proven later is unexplained (intermittent, or between
+    # nodes the halving separated). A slow one is noise that did not reproduce: not a finding.
+    unexplained = [g for g in st.bad if g.outcome == FAIL and not (set(g.result.members) & explained)
+                   and not st.residual(g)]
     order = {n: i for i, n in enumerate(nodes)}
     return Verdict(culprits=dict(sorted(st.culprits.items(), key=lambda kv: order.get(kv[0], 0))),
                    good=[n for n in nodes if n in st.correct and n not in unresolved and n not in st.culprits],

@@ -189,3 +189,16 @@ def test_whole_selection_that_passes_is_surveyed_once_then_done():
     assert v.good == nodes
     v, history = isolate(nodes, Fleet(), I.Policy(slow_fraction=None))
     assert len(history) == 1
+
+
+def test_a_slow_group_that_does_not_reproduce_is_noise_not_a_finding():
+    class Blip(Fleet):
+        def run(self, groups):
+            out = super().run(groups)
+            if len(groups) > 1 and not hasattr(self, "done"):  # the survey: one group at half speed once
+                self.done = True
+                out[1] = I.Result(out[1].members, False, out[1].busbw * 0.4)
+            return out
+    v, history = isolate(names(8), Blip())
+    assert v.culprits == {} and v.unexplained == [] and v.unresolved == []
+    assert len(history) == 3
