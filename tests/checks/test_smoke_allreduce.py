@@ -7,6 +7,7 @@ test runs the real worker script twice on this machine (skipped without torch).
 from __future__ import annotations
 
 import importlib.util
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -455,16 +456,10 @@ def test_all_mode_probe_names_are_unique_per_round_and_ports_move_on():
 
 def test_all_mode_ranks_per_node_devices_one_rank_per_device():
     c = all_ctx(2, ranks_per_node="devices")
-    for n in c.nodes.values():
-        object.__setattr__(n, "devices", 4) if hasattr(n, "__dataclass_fields__") else setattr(n, "devices", 4)
-    p = S.plan(c)
-    text = p["n1"]["smoke-all|1|0|n1"].cmd
-    cfgs = [json.loads(shlex.split(launch_words_all(text, i)[2].rsplit("allreduce_worker.py ", 1)[1])[0])
-            for i in range(4)]
+    c = ClusterContext(nodes={k: dataclasses.replace(n, devices=4) for k, n in c.nodes.items()}, facts=c.facts,
+                       params=c.params, planned={})
+    text = S.plan(c)["n1"]["smoke-all|1|0|n1"].cmd
+    lines = [ln for ln in text.splitlines() if ln.startswith('PF_SMOKE_DIR="$d" ')]
+    cfgs = [config_of(ln) for ln in lines]
     assert [x["rank"] for x in cfgs] == [4, 5, 6, 7] and [x["visible_device"] for x in cfgs] == [0, 1, 2, 3]
-    assert {x["world"] for x in cfgs} == {8}
-
-
-def launch_words_all(cmd: str, i: int) -> list[str]:
-    line = [ln for ln in cmd.splitlines() if ln.startswith('PF_SMOKE_DIR="$d" ')][i]
-    return shlex.split(line.split('PF_SMOKE_DIR="$d" ', 1)[1].rsplit(" </dev/null", 1)[0])
+    assert {x["world"] for x in cfgs} == {8} and {x["device"] for x in cfgs} == {0}
