@@ -289,6 +289,8 @@ def _copy_problems(ctx: ClusterContext, v: Verdict) -> tuple[str, str, str] | No
 
 def evaluate(ctx: ClusterContext) -> list[Finding]:
     facts = [ctx.facts.get(n, {}).get(ID) for n in ctx.nodes]
+    if all(f is None for f in facts):  # not one node's answer read (the runner leaves unread nodes out)
+        return [Finding(Status.ERROR, "could not locate the rank table on any node (see the nodes' errors)")]
     if not any(f is not None and f.path is not None for f in facts):
         return [Finding(Status.SKIP, "no rank table: set checks.hccl.ranktable.path or RANK_TABLE_FILE "
                                      "in the launch environment")]

@@ -265,3 +265,10 @@ def test_a_probe_that_did_not_run_is_could_not_tell_not_a_fail():
                 CommandOutput(stdout="bash: line 1: syntax error\n", rc=2)):
         with pytest.raises(ParseError):
             check.parse({check.STAT_PROBE: out})
+
+
+def test_no_node_read_is_could_not_tell_not_skip():
+    ctx = ctx_for(TYPICAL)
+    for nodes in ({}, ctx.nodes):  # the runner leaves unread nodes out; facts without ours: the same
+        [f] = check.evaluate(ClusterContext(nodes, {n: {} for n in nodes}, ctx.params))
+        assert f.status is Status.ERROR and "could not locate the rank table on any node" in f.summary
