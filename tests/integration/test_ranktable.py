@@ -78,3 +78,19 @@ def test_server_index_moved_fails_superpod_ids_on_that_node(cluster):
     bad = {n: x for n, x in r.items() if n is not None and x["status"] != "pass"}
     assert list(bad) == [host] and bad[host]["details"]["failed_devices"] == list(range(16))
     assert "npu-smi spod-info SDID" in bad[host]["summary"]
+
+
+def test_the_table_itself_with_ssh_config_is_the_inventory(cluster, tmp_path):
+    """`preflight run hccl.json`: the servers' SSH settings from an ssh_config alone."""
+    c, inv = cluster
+    defaults = yaml.safe_load(c.inventory_path.read_text())["defaults"]
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("".join(f"Host {n.host}\n  User {defaults['user']}\n  IdentityFile {defaults['identity_file']}\n"
+                           f"  UserKnownHostsFile {defaults['known_hosts']}\n" for n in c.nodes))
+    table = inv.parent / "hccl.json"
+    proc = subprocess.run([sys.executable, "-m", "preflight.cli", "run", str(table), "--ssh-config", str(cfg),
+                           "--checks", "hccl.ranktable", "--format", "json", "--quiet"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    summary = rows(json.loads(proc.stdout))[None]
+    assert summary["status"] == "pass" and "48 ranks on 3 servers agree" in summary["summary"]
