@@ -70,7 +70,7 @@ class Key:
 
 KEYS: dict[str, Key] = {
     "forks": Key(_int(1, 1024), "nodes at a time (run, gate)", (("run", "forks"), ("gate", "forks")), "64"),
-    "deadline": Key(_seconds, "seconds for a whole run (run)", (("run", "deadline"),), "none"),
+    "deadline": Key(_seconds, "seconds for a whole run (run)", (("run", "deadline"),), "3600"),
     "gate_deadline": Key(_seconds, "seconds for the whole gate (gate)", (("gate", "deadline"),), "30"),
     "history": Key(_path, "the history database (run --history, sweep, history, diff, trend, ack, gate's acks)",
                    (), "$XDG_STATE_HOME/preflight/history.sqlite"),

@@ -38,6 +38,11 @@ NODE_UNREACHABLE = "node unreachable"
 CUT_GRACE_S = 0.5  # after a cut, how long workers get to record what they finished (their channels are closed)
 
 
+# A run ends even when nobody gave a deadline (env, fix, run without --deadline): a node that
+# answers forever cannot hold it; the operator raises it with --deadline or the config's `deadline`.
+DEFAULT_DEADLINE_S = 3600.0
+
+
 @dataclass
 class Options:
     checks: list[str] | None = None
@@ -212,7 +217,7 @@ class Runner:
     def _run(self) -> Report:
         started = _now()
         origin = self.opts.started if self.opts.started is not None else time.monotonic()
-        t_end = origin + self.opts.deadline if self.opts.deadline else None
+        t_end = origin + (self.opts.deadline or DEFAULT_DEADLINE_S)
         # A transport may say how many workers can help it (replay: one; it never waits on a
         # network, so more threads would only take turns at the GIL). Sessions stay as --forks says.
         useful = getattr(self.transport, "workers", None) or self.forks

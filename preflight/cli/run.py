@@ -15,7 +15,7 @@ from .common import (Progress, emit, fail_usage, ids, process_origin, warn_share
 @options.selection()
 @options.output()
 @options.connection()
-@options.deadline()
+@options.deadline(help="Seconds for the whole run (default 3600, the config's `deadline`); unfinished nodes: timeout.")
 @options.diagnostics()
 @click.option("--record", type=click.Path(file_okay=False), help="Save every probe's output under DIR.")
 @click.option("--replay", type=click.Path(file_okay=False, exists=True), help="Read outputs from a --record DIR.")

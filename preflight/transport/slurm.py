@@ -36,7 +36,7 @@ from ..nodeset import expand
 from ..slurm.commands import SlurmError, node_states
 from . import ConnectError, jobbatch, unfinished
 from .batch import DEFAULT_CAP, STEP_ABORT, STEP_HELLO, ProbeSpec, new_nonce, step_program, step_round
-from .stream import CANCELLED, POLL_S, collect
+from .stream import CANCELLED, POLL_S, Budget, collect
 
 LAUNCH_SLACK_S = 30.0  # beyond the node's connect_timeout: srun's allocation and launch of a large step
 EXIT_WAIT_S = 10.0  # after stdin's EOF, how long srun gets to end the step before it is terminated
@@ -360,6 +360,7 @@ class SrunSession:
         self.connected = "reached through srun (one step for every node); SSH not used"
         self.sink = step.attach(node.name)
         self._lock = threading.Lock()
+        self.budget = Budget()  # what this node may still send in this run
 
     def run(self, probes: list[ProbeSpec], cancel: threading.Event) -> dict[str, CommandOutput]:
         """Every probe's output by key; job-side probes travel as one runtime call per container
@@ -372,7 +373,7 @@ class SrunSession:
         with self._lock:
             nonce = new_nonce()
             self.step.send(self.task, step_round(probes, nonce))
-            done, why = collect(self.sink, nonce, probes, cancel, self.cap)
+            done, why = collect(self.sink, nonce, probes, cancel, self.cap, self.budget)
             if why:
                 lost = self.step.lost.get(self.node.name)
                 if lost and why != CANCELLED:
