@@ -58,7 +58,7 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
             try:
                 recorder = Recorder(record)
             except OSError as exc:  # a usage error (SPEC §7: 2), found before any connection
-                fail_usage(f"--record {record}: cannot create the directory: {exc.strerror or exc}")
+                fail_usage(f"--record {record}: {exc.strerror or exc}")
         progress = Progress(enabled=sys.stderr.isatty() and not quiet)
         transport = factory.make_transport(replay) if via == "ssh" else slurm_transport(inv.nodes)
         runner = RunExtras.runner_class(sweep)(inv, transport, runner_opts,

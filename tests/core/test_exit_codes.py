@@ -82,7 +82,7 @@ def test_2_a_record_dir_that_cannot_be_made(tmp_path):
     (tmp_path / "file").write_text("")
     r = pf("run", str(inv), "--record", str(tmp_path / "file" / "rec"))
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.strip() == f"preflight: --record {tmp_path}/file/rec: cannot create the directory: Not a directory"
+    assert r.stderr.strip() == f"preflight: --record {tmp_path}/file/rec: cannot create directory: Not a directory"
 
 
 def test_3_a_checks_own_bug_is_could_not_tell(recording, monkeypatch):
