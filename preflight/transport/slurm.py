@@ -12,7 +12,10 @@ each task runs and the line protocol are batch.step_program's; this module is th
   retried once without the newly offline nodes; a node left over is unreachable with srun's words.
 - srun's stdout is demultiplexed by its task label into one frame stream per node (each task's
   first line names its SLURM_PROCID and SLURMD_NODENAME); each node keeps its own session, so the
-  runner's deadlines, caps, timeouts and cancel work per node exactly as over SSH.
+  runner's deadlines, caps, timeouts and cancel work per node exactly as over SSH. A task's word
+  for its node is verified: srun -v says which node it launched each task on (its own layout, from
+  slurmctld), and a task whose hello names another node is refused, so one node cannot report
+  under another's name.
 - stdin lines are written by one writer thread (never blocking a node's session); a session that
   gives up on a round sends its node `.` (its probe is killed there); closing the transport closes
   srun's stdin, every driver ends, and srun is terminated if it does not exit by itself.
@@ -41,6 +44,9 @@ from .stream import CANCELLED, POLL_S, Budget, collect
 LAUNCH_SLACK_S = 30.0  # beyond the node's connect_timeout: srun's allocation and launch of a large step
 EXIT_WAIT_S = 10.0  # after stdin's EOF, how long srun gets to end the step before it is terminated
 _LABEL = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
+# srun -v's line for each node of the step (src/api/step_launch.c, 22.05: "launching %ps on host %s,
+# %u tasks: %s"): the tasks Slurm put on that node, the client's own knowledge, not the task's word
+_LAYOUT = re.compile(r"srun: launching \S+ on host (?P<node>\S+), \d+ tasks?: (?P<tasks>[\d,\-]+)\s*$")
 # srun's own lines that say a node's task can send no more (src/srun, Slurm 22.05): a task that
 # ended, a launch refused by that node's slurmd, a node slurmctld declared failed (a hostlist).
 _NODE_ERRORS = (re.compile(r"srun: error: (?P<nodes>[^\s:]+): tasks? [\d,\-]+: (?P<why>.+)"),
@@ -51,7 +57,7 @@ _NODE_ERRORS = (re.compile(r"srun: error: (?P<nodes>[^\s:]+): tasks? [\d,\-]+: (
 def srun_argv(names: Sequence[str], immediate: int) -> list[str]:
     """The one step: a task per node, labelled output, broadcast stdin; a task that ends (or a
     node that fails) never ends the others (--kill-on-bad-exit=0, --wait=0, --no-kill)."""
-    return ["srun", "--label", "--input=all", f"--nodes={len(names)}", f"--ntasks={len(names)}",
+    return ["srun", "-v", "--label", "--input=all", f"--nodes={len(names)}", f"--ntasks={len(names)}",
             "--ntasks-per-node=1", f"--nodelist={','.join(names)}", "--kill-on-bad-exit=0", "--wait=0",
             "--no-kill", f"--immediate={immediate}", "--job-name=preflight", "/bin/sh", "-c", step_program()]
 
@@ -88,6 +94,8 @@ class SrunStep:
         self.proc: subprocess.Popen | None = None
         self.tasks: dict[int, str] = {}  # task id -> node name (from each task's first line)
         self.hello: dict[str, int] = {}  # node name -> task id
+        self.layout: dict[int, str] = {}  # task id -> the node srun launched it on (srun -v)
+        self.claims: dict[int, str] = {}  # task id -> the node its hello names
         self.sinks: dict[str, _Sink] = {}
         self.lost: dict[str, str] = {}  # node -> why its task can send no more (srun's words)
         self.errors: list[str] = []  # srun's own stderr lines, for a launch that failed
@@ -151,6 +159,8 @@ class SrunStep:
         self.errors, self.ended = [], False
         with self.cond:  # srun's words about a node in an earlier attempt are not this attempt's
             self.lost.clear()
+            self.layout.clear()
+            self.claims.clear()
         self.proc = subprocess.Popen(srun_argv(names, immediate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         self.out_q = queue.Queue()
@@ -260,11 +270,10 @@ class SrunStep:
         if name is None:
             if text.startswith(STEP_HELLO):
                 parts = text[len(STEP_HELLO):].decode("utf-8", "replace").split()
-                if len(parts) == 2 and parts[0] == str(task) and parts[1] in self.nodes \
-                        and parts[1] not in self.hello:
+                if len(parts) == 2 and parts[0] == str(task):
                     with self.cond:
-                        self.tasks[task], self.hello[parts[1]] = parts[1], task
-                        self.cond.notify_all()
+                        self.claims.setdefault(task, parts[1])
+                        self._verify(task)
             return
         if text.startswith(b"@@PF:"):
             data = text + b"\n"
@@ -277,9 +286,32 @@ class SrunStep:
         if sink is not None and not sink.closed:
             sink.q.put(data)
 
+    def _verify(self, task: int) -> None:
+        """(under cond) Map a task to its node once srun's layout and the task's hello both said
+        where it runs, and only when they agree."""
+        node, claim = self.layout.get(task), self.claims.get(task)
+        if node is None or claim is None or node not in self.nodes:
+            return
+        if claim != node:
+            self.lost.setdefault(node, f"its task {task} reported itself as {claim[:64]!r}: the node's identity "
+                                       "does not match srun's layout, so nothing it sends is taken")
+            sink = self.sinks.get(node)
+            if sink is not None:
+                sink.closed = True
+        elif node not in self.hello:
+            self.tasks[task], self.hello[node] = node, task
+        self.cond.notify_all()
+
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         for raw in proc.stderr:
             line = raw.decode("utf-8", "replace").rstrip("\n")
+            layout = _LAYOUT.match(line)
+            if layout is not None:
+                with self.cond:
+                    for task in _hostlist(f"t[{layout['tasks']}]"):
+                        self.layout.setdefault(int(task[1:]), layout["node"])
+                        self._verify(int(task[1:]))
+                continue
             m = _LABEL.match(raw.rstrip(b"\n"))
             if m is not None:  # a task's own stderr (the driver's "mktemp failed")
                 name = self.tasks.get(int(m.group(1)))

@@ -206,6 +206,7 @@ if [ $c = 1 ]; then
   exit 1
 fi
 prog="${@: -1}"
+echo "srun: launching StepId=5.1 on host n1, 1 tasks: 0" >&2
 SLURM_PROCID=0 SLURMD_NODENAME=n1 /bin/sh -c "$prog" | sed -u 's/^/0: /'
 """
 
@@ -268,6 +269,7 @@ def test_job_side_probes_travel_through_srun_as_one_runtime_call(tmp_path, monke
 
 SRUN_TMPDIR_GONE = """#!/bin/bash
 prog="${@: -1}"
+echo "srun: launching StepId=5.0 on host n1, 1 tasks: 0" >&2
 SLURM_PROCID=0 SLURMD_NODENAME=n1 TMPDIR=/nonexistent/x /bin/sh -c "$prog" 2> >(sed -u 's/^/0: /' >&2) | sed -u 's/^/0: /'
 rc=${PIPESTATUS[0]}
 sleep 0.2
@@ -297,3 +299,41 @@ def test_the_step_programs_own_failure_before_it_answered_is_said(tmp_path, monk
     finally:
         t.close()
     assert "mktemp failed" in exc.value.reason and "exit code 97" in exc.value.reason, exc.value.reason
+
+
+# Two tasks, as srun -v lays them out (task 0 on n1, task 1 on n2); task 1 says hello first, in n1's
+# name (a node lying about its identity), task 0 a moment later as itself.
+SRUN_A_LIAR = """#!/bin/bash
+prog="${@: -1}"
+echo "srun: launching StepId=7.0 on host n1, 1 tasks: 0" >&2
+echo "srun: launching StepId=7.0 on host n2, 1 tasks: 1" >&2
+exec 3>&1
+tee >(SLURM_PROCID=1 SLURMD_NODENAME=n1 /bin/sh -c "$prog" | sed -u 's/^/1: /' >&3) |
+  (sleep 0.5; SLURM_PROCID=0 SLURMD_NODENAME=n1 /bin/sh -c "$prog" | sed -u 's/^/0: /')
+"""
+
+
+def test_a_task_cannot_report_under_another_nodes_name(tmp_path, monkeypatch):
+    """Issue 29 finding 10: the first hello naming a node won it. Now the name must be the node srun's
+    own layout put the task on: n1 answers from its own task, n2 (whose task lied) is unreachable."""
+    import threading
+
+    from preflight.node import Node
+    from preflight.transport import ConnectError
+    from preflight.transport.batch import ProbeSpec
+    from preflight.transport.slurm import SrunTransport
+
+    (tmp_path / "sinfo").write_text("#!/bin/sh\nprintf 'n1 idle none\\nn2 idle none\\n'\n")
+    (tmp_path / "srun").write_text(SRUN_A_LIAR)
+    for name in ("sinfo", "srun"):
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    t = SrunTransport([Node("n1", "n1", connect_timeout=5), Node("n2", "n2", connect_timeout=5)])
+    cancel = threading.Event()
+    try:
+        out = t.connect(t.step.nodes["n1"], cancel).run([ProbeSpec("k", "echo $SLURM_PROCID", 10)], cancel)
+        assert out["k"].stdout == "0\n"  # n1's own task, not the liar
+        with pytest.raises(ConnectError, match="reported itself as 'n1'"):
+            t.connect(t.step.nodes["n2"], cancel)
+    finally:
+        t.close()

@@ -219,7 +219,8 @@ def test_interrupt_closes_the_step_and_keeps_the_report(slurm_cluster, tmp_path)
                                  "--output", str(out), "--quiet"], env=c.slurm_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any("npu-smi" in line for line in _leftovers(c)):
+        # a probe under way (its text is in a file on the node, not in its command line: issue 29)
+        while time.monotonic() < deadline and not any(" timeout -k " in line for line in _leftovers(c)):
             time.sleep(0.3)
         time.sleep(2)
         proc.send_signal(signal.SIGINT)
