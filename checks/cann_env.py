@@ -15,12 +15,20 @@ What it checks:
   has the toolkit sourced and the driver's lib64/common and lib64/driver in LD_LIBRARY_PATH
   (those belong to the driver, not to set_env.sh); otherwise it warns with the line to add.
 
+Where the job runs in a container (`container:`), each fact is read where it lives: set_env.sh,
+the toolkit version and the launch environment inside the job's container (the image's ENV
+counts); the driver and firmware versions on the host (a job container mounts the driver and
+npu-smi, not the firmware tree: Ascend/cann-container-image's README). The driver version file as
+the container sees it must be the host's: a different one (an image carrying its own driver copy)
+fails, naming both versions; none at all warns (the driver is not mounted).
+
 Why it matters: without the sourced toolkit, torch_npu cannot find libascendcl/opp and every rank
 dies at import; a driver/firmware/toolkit mismatch gives device-id and HCCL errors at runtime
 (e.g. `rtGetDeviceIndexByPhyId execute failed`); `source set_env.sh` in ~/.bashrc is skipped by
 non-interactive SSH shells, which is how launchers start ranks.
 
-How to fix: install the toolkit (or point ascend_home at it); add
+How to fix: install the toolkit (or point ascend_home at it); mount the host's driver into the job's
+container read-only (`-v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro`); add
 `source <ascend_home>/ascend-toolkit/set_env.sh` to an env_files script or to the top of ~/.bashrc
 (before its interactive-only guard); export the driver lib64 dirs; upgrade driver, firmware and
 toolkit to a compatible set (see the compatibility table of the CANN release notes).
@@ -47,6 +55,7 @@ POLICY = Policy(
 ACTIONS = (("", "fix_config", "set_env.sh, LD_LIBRARY_PATH and driver/firmware versions (docs/FAILURES.md row 22)"),)
 DEFAULTS: dict = {}
 SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")
+JOB_DRIVER = "driver_info_job"  # with a container: the driver's version.info as the job sees it
 TOOLKIT_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")
 DRIVER_LIB_DIRS = ("driver/lib64/common", "driver/lib64/driver")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -79,12 +88,18 @@ def _set_env_script(home: str) -> Shell:
 
 
 def probes(node, params) -> dict[str, Probe]:
+    """The toolkit and the launch environment where the job runs (the Policy's where="job");
+    driver and firmware versions from the host; with a container, also the driver version file as
+    the container sees it (JOB_DRIVER), to compare with the host's."""
     home = _home(node)
+    driver = home + "/driver/version.info"
+    job_side = {JOB_DRIVER: cmd("cat {f}", f=driver, where="job")} if getattr(node, "container", None) else {}
     return {
         "set_env": _set_env_probe(home),
-        "driver_info": cmd("cat {f}", f=home + "/driver/version.info"),
-        "firmware_info": cmd("cat {f}", f=home + "/firmware/version.info"),
+        "driver_info": cmd("cat {f}", f=driver, where="host"),
+        "firmware_info": cmd("cat {f}", f=home + "/firmware/version.info", where="host"),
         **launchenv.probe(node),
+        **job_side,
     }
 
 
@@ -107,6 +122,7 @@ class Facts:
     firmware: dict[str, str] = field(default_factory=dict)  # firmware/version.info
     missing_files: tuple[str, ...] = ()  # version files that are not there
     launch_env: dict[str, str] | None = None  # None: could not be read
+    job_driver: dict[str, str] | None = None  # with a container: its driver/version.info ({}: absent); None: no container
 
     @property
     def toolkit_version(self) -> str | None:
@@ -170,8 +186,12 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     driver = _version_file(outputs.get("driver_info"), driver_path, missing)
     firmware = _version_file(outputs.get("firmware_info"), _cat_path(outputs, "firmware_info"), missing)
     toolkit = versions.parse_info(info_text) if info_path else {}
+    job_driver = None
+    if JOB_DRIVER in outputs:  # a container: what it shows (an error there is the check's error, as for its other probes)
+        job_out = require_ok(outputs.get(JOB_DRIVER), f"cat {driver_path} in the job's container")
+        job_driver = versions.parse_info(job_out.stdout) if job_out.rc == 0 else {}
     return Facts(path, rc, env, dirs, info_path, toolkit, driver, firmware, tuple(missing),
-                 _launch(outputs.get(launchenv.PROBE_NAME)))
+                 _launch(outputs.get(launchenv.PROBE_NAME)), job_driver)
 
 
 def _cat_path(outputs, name: str) -> str:
@@ -273,10 +293,32 @@ def _launch_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
     return found
 
 
+def _container_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
+    """The job's container sees the host's driver: its driver/version.info is the host's."""
+    seen = facts.job_driver
+    if seen is None or not facts.driver:
+        return []
+    path = f"{_home(node)}/driver/version.info"
+    mount = f"-v {_home(node)}/driver:{_home(node)}/driver:ro"
+    if not seen:
+        return [(Status.WARN, f"the job's container does not see the driver ({path} absent there)",
+                 f"Mount the host's driver into the job's container read-only (`{mount}`), as the CANN images' "
+                 "README runs them")]
+    if seen.get("Version") != facts.driver.get("Version") or seen.get("Innerversion") != facts.driver.get("Innerversion"):
+        return [(Status.FAIL, f"the job's container shows driver Version={seen.get('Version')} "
+                 f"({seen.get('Innerversion')}), the host has {facts.driver.get('Version')} "
+                 f"({facts.driver.get('Innerversion')}): the image carries its own driver files",
+                 f"Mount the host's driver into the job's container (`{mount}`) instead of a copy in the image")]
+    return []
+
+
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    problems = _install_problems(facts, node) + _compat_problems(facts) + _launch_problems(facts, node)
+    problems = (_install_problems(facts, node) + _compat_problems(facts) + _launch_problems(facts, node)
+                + _container_problems(facts, node))
     versions_seen = {"toolkit_version": facts.toolkit_version, "driver_version": facts.driver_version,
                      "firmware_version": facts.firmware_version, "set_env": facts.set_env_path}
+    if facts.job_driver is not None:  # the driver version file as the job's container shows it
+        versions_seen["job_driver_version"] = facts.job_driver.get("Version")
     if not problems:
         return [passed(f"CANN {facts.toolkit_version}, driver {facts.driver_version}, firmware "
                        f"{facts.firmware_version}: set_env.sh works, versions compatible, launch env sourced",

@@ -105,7 +105,7 @@ class Facts:
 
 def probes(node, params) -> dict[str, Probe]:
     return {PY_PROBE: cmd(launchenv.command(node, sh("{py} -c {src}", py=node.python, src=SCRIPT))),
-            KERNEL_PROBE: cmd("uname -r")}
+            KERNEL_PROBE: cmd("uname -r", where="host")}  # the kernel is the host's (a container shares it)
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:

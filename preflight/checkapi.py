@@ -63,6 +63,11 @@ Privilege is decided per probe by the core, never in a check: a probe that needs
 `root`, else the check's Policy privilege) runs as the login user when that is root (or a member of
 its privilege_group), under `sudo -n` when the node has `become: sudo`, and otherwise is not run and the
 check is `error` "needs root" (docs/SPEC.md §2.9).
+
+The place is decided per probe too: on a node with `container:`, `cmd(..., where="host")` reads a
+host fact (driver and firmware versions, devices, the kernel) and `where="job"` a fact of the job's
+container (toolkit, python packages, launch environment); without `where` the check's Policy
+`where` decides (docs/SPEC.md §2.10).
 """
 from __future__ import annotations
 
@@ -199,13 +204,21 @@ class Probe:
         return cmd(template, timeout=timeout, **values)
 
 
-def cmd(template: str | Shell, /, *, timeout: float | None = None, **values: Any) -> Probe:
-    """The probe `template` with its fields quoted (`sh()`); a `Shell` is taken as it is."""
+WHERE = {None: None, "host": False, "job": True}  # cmd(where=...) -> Probe.job
+
+
+def cmd(template: str | Shell, /, *, timeout: float | None = None, where: str | None = None, **values: Any) -> Probe:
+    """The probe `template` with its fields quoted (`sh()`); a `Shell` is taken as it is. `where`
+    places this one probe on a node with `container:` ("host": the host's facts, such as driver and
+    firmware versions, devices, the kernel; "job": inside the job's container, such as the toolkit,
+    python packages, the launch environment); None leaves it to the check's Policy `where`."""
+    if where not in WHERE:
+        raise TemplateError(f"cmd(where={where!r}): expected 'host', 'job' or None")
     if isinstance(template, Shell):
         if values:
             raise TemplateError("cmd(Shell) takes no values: the text is already filled")
-        return Probe(template, timeout)
-    return Probe(sh(template, **values), timeout)
+        return Probe(template, timeout, job=WHERE[where])
+    return Probe(sh(template, **values), timeout, job=WHERE[where])
 
 
 class Choice(str):

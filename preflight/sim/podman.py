@@ -36,6 +36,36 @@ events_logger = "file"
 events_logfile_path = "{events}"
 """
 HOST_USR = ("/usr/bin", "/usr/lib", "/usr/lib64", "/usr/share", "/usr/sbin")
+# The public CANN image's ENV lines, verbatim (the toolkit's part; the NNAL/ATB lines are left out:
+# the simulated nodes have no NNAL): Ascend/cann-container-image, cann/8.3.rc1-910b-ubuntu22.04-py3.11/
+# Dockerfile (commit 776486ba), its last stage. `cann_env()` applies them in order as Docker does.
+CANN_IMAGE_ENV = (
+    "PATH=/usr/local/python3.11.13/bin:${PATH}",
+    "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest",
+    "LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64/common/:/usr/local/Ascend/driver/lib64/driver/:$LD_LIBRARY_PATH",
+    "LD_LIBRARY_PATH=${ASCEND_TOOLKIT_HOME}/lib64:${ASCEND_TOOLKIT_HOME}/lib64/plugin/opskernel:${ASCEND_TOOLKIT_HOME}/lib64/plugin/nnengine:${ASCEND_TOOLKIT_HOME}/opp/built-in/op_impl/ai_core/tbe/op_tiling:$LD_LIBRARY_PATH",
+    "LD_LIBRARY_PATH=${ASCEND_TOOLKIT_HOME}/tools/aml/lib64:${ASCEND_TOOLKIT_HOME}/tools/aml/lib64/plugin:$LD_LIBRARY_PATH",
+    "PYTHONPATH=${ASCEND_TOOLKIT_HOME}/python/site-packages:${ASCEND_TOOLKIT_HOME}/opp/built-in/op_impl/ai_core/tbe:$PYTHONPATH",
+    "PATH=${ASCEND_TOOLKIT_HOME}/bin:${ASCEND_TOOLKIT_HOME}/compiler/ccec_compiler/bin:${ASCEND_TOOLKIT_HOME}/tools/ccec_compiler/bin:$PATH",
+    "ASCEND_AICPU_PATH=${ASCEND_TOOLKIT_HOME}",
+    "ASCEND_OPP_PATH=${ASCEND_TOOLKIT_HOME}/opp",
+    "TOOLCHAIN_HOME=${ASCEND_TOOLKIT_HOME}/toolkit",
+    "ASCEND_HOME_PATH=${ASCEND_TOOLKIT_HOME}",
+)
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the ubuntu:22.04 base image's PATH
+
+
+def cann_env(lines: tuple[str, ...] = CANN_IMAGE_ENV) -> dict[str, str]:
+    """The image's environment after its ENV lines, each `${X}`/`$X` expanded as Docker does
+    (from the values so far; unset is empty)."""
+    import re
+
+    env = {"PATH": BASE_PATH}
+    for line in lines:
+        name, _, value = line.partition("=")
+        env[name] = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: env.get(m.group(1) or m.group(2), ""), value)
+    return env
+
 JOB_PYTHON = "/opt/jobpy/bin/python3"
 JOB_SITE = "/opt/jobpy/site"
 
@@ -114,8 +144,25 @@ class JobImages:
                 args += ["-v", f"{dev / name}:/dev/{name}"]
         return args
 
-    def build(self, node: str, tag: str, torch: str) -> str:
-        """`podman import` (on the node) of a root filesystem with the node's toolkit and torch."""
+    def deployed_run_args(self, node: str, driver_file: bool = True) -> list[str]:
+        """A job container as real deployments start it (Ascend/cann-container-image README's
+        `docker run`): the devices, the driver's lib64 and version.info and npu-smi mounted (here
+        read-only), the data mounted; no firmware tree. `driver_file=False` leaves the driver's
+        version.info to the image. The interpreter and shell tools come from the host's /usr, as
+        in run_args."""
+        args = [a for a in self.run_args(node, driver=False)]
+        args += ["-v", "/usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/:ro",
+                 "-v", "/usr/local/sbin/npu-smi:/usr/local/bin/npu-smi:ro"]
+        if driver_file:
+            args += ["-v", "/usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info:ro"]
+        data = str(self.c.dir / "mnt" / "data")
+        return args + ["-v", f"{data}:{data}:ro"]
+
+    def build(self, node: str, tag: str, torch: str, env: dict[str, str] | None = None,
+              driver_version: str | None = None) -> str:
+        """`podman import` (on the node) of a root filesystem with the node's toolkit and torch;
+        `env`: the image's ENV (`--change ENV`); `driver_version`: the image carries its own copy of
+        the node's driver/version.info with this Version (an image that bakes the driver in)."""
         n = self.c.node(node)
         rootfs = self.root / "rootfs" / tag.replace(":", "_").replace("/", "_")
         shutil.rmtree(rootfs, ignore_errors=True)
@@ -124,6 +171,12 @@ class JobImages:
         for link in ("bin", "lib", "lib64", "sbin"):
             os.symlink(f"usr/{link}", rootfs / link)
         shutil.copytree(n.dir / "ascend" / "ascend-toolkit", rootfs / "usr/local/Ascend/ascend-toolkit", symlinks=True)
+        if driver_version:
+            info = (n.dir / "ascend" / "driver" / "version.info").read_text(encoding="utf-8")
+            (rootfs / "usr/local/Ascend/driver").mkdir(parents=True)
+            (rootfs / "usr/local/Ascend/driver/version.info").write_text(
+                "\n".join(f"Version={driver_version}" if ln.startswith("Version=") else ln for ln in info.splitlines()) + "\n",
+                encoding="utf-8")
         pkg = rootfs / f"usr/local/lib/python{pyver()}/dist-packages/torch"
         pkg.mkdir(parents=True)
         (pkg / "__init__.py").write_text(f'__version__ = "{torch}"\n', encoding="utf-8")
@@ -139,7 +192,10 @@ class JobImages:
         tar = rootfs.with_suffix(".tar")
         with tarfile.open(tar, "w") as tf:
             tf.add(rootfs, arcname=".")
-        self.exec(node, f"podman import -q {tar} {tag}")
+        import shlex
+
+        changes = " ".join(f"--change {shlex.quote(f'ENV {k}={v}')}" for k, v in (env or {}).items())
+        self.exec(node, f"podman import -q {changes} {tar} {tag}")
         self.images.append(tag)
         return tag
 

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from preflight.checks import cann_env as check
 from preflight.checkapi import CommandOutput, Status
+from preflight.container import Container
+from preflight.registry import discover
+from preflight.runner import _spec
 from tests.checks.ascend_helpers import node
 from tests.support import fixture_body
 
@@ -131,3 +135,40 @@ def test_probe_script_runs_in_sh(tmp_path: Path):
     f = check.parse({**outputs(), "set_env": CommandOutput(stdout=done.stdout, rc=done.returncode)})
     assert f.set_env_path == str(home / "ascend-toolkit" / "set_env.sh")
     assert f.existing_dirs == check.TOOLKIT_VARS and f.toolkit_version == "8.3.RC2"
+
+
+def test_with_a_container_versions_come_from_the_host_and_the_rest_from_the_job():
+    """Each probe's place (SPEC §2.10): driver and firmware on the host, the toolkit and the launch
+    environment in the job's container, plus the driver file as the container sees it."""
+    info = discover()["cann.env"]
+    plain = check.probes(node(), {})
+    assert check.JOB_DRIVER not in plain
+    n = replace(node(), container=Container(runtime="podman", name="job"))
+    probes = check.probes(n, {})
+    placed = {name: _spec(p, n, info).job for name, p in probes.items()}
+    assert placed == {"set_env": True, "driver_info": False, "firmware_info": False, "launch_env": True,
+                      check.JOB_DRIVER: True}
+    assert probes[check.JOB_DRIVER].cmd == probes["driver_info"].cmd  # the same file, read in both places
+
+
+def test_container_showing_the_hosts_driver_passes():
+    outs = {**outputs(set_env_out(info=TOOLKIT_83), driver=compatible_driver()),
+            check.JOB_DRIVER: CommandOutput(stdout=compatible_driver())}
+    (f,) = run(outs)
+    assert f.status is Status.PASS and f.details["job_driver_version"] == "23.0.0"
+
+
+def test_container_with_another_driver_fails_naming_both():
+    # the image carries its own copy of the sample driver (23.0.7) while the host runs 23.0.0
+    outs = {**outputs(set_env_out(info=TOOLKIT_83), driver=compatible_driver()), check.JOB_DRIVER: CommandOutput(stdout=DRIVER)}
+    (f,) = run(outs)
+    assert f.status is Status.FAIL
+    assert ("the job's container shows driver Version=23.0.7 (V100R001C15SPC012B220), the host has 23.0.0 "
+            "(V100R001C23SPC001B100)") in f.summary
+    assert "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro" in f.remediation
+
+
+def test_container_without_the_driver_warns():
+    gone = CommandOutput(stderr="cat: /usr/local/Ascend/driver/version.info: No such file or directory\n", rc=1)
+    (f,) = run({**outputs(set_env_out(info=TOOLKIT_83), driver=compatible_driver()), check.JOB_DRIVER: gone})
+    assert f.status is Status.WARN and "the job's container does not see the driver" in f.summary

@@ -252,3 +252,37 @@ def test_non_host_network_warns(sim_cluster, jobs, tmp_path):
                     n2={"runtime": "podman", "image": "pfsim-job:b", "run_args": jobs.run_args("n2", network="none")})
     r = one(run(inv, ["container.runtime"]), "n2", "container.runtime")
     assert r.status is Status.WARN and "HCCL_IF_IP" in r.remediation
+
+
+def test_a_deployed_cann_container_gives_no_false_alarm_and_a_driver_copy_is_found(sim_cluster, jobs, tmp_path):
+    """A job container as real deployments start it: the CANN image's ENV (podman.CANN_IMAGE_ENV,
+    from Ascend/cann-container-image's Dockerfile), the driver's lib64 and version.info and npu-smi
+    mounted read-only, the data mounted, no firmware tree inside. cann.env reads the driver and
+    firmware versions on the host, the toolkit and the launch environment in the container: it
+    passes. An image that carries its own, other driver version file fails, naming both versions."""
+    env = podman.cann_env()
+    jobs.build("n3", "pfsim-cann:deployed", torch="2.1.0", env=env)
+    jobs.build("n3", "pfsim-cann:own-driver", torch="2.1.0", env=env, driver_version="23.0.99")
+    no_firmware = jobs.exec("n3", "podman run --rm --pull=never " + " ".join(jobs.deployed_run_args("n3"))
+                            + " pfsim-cann:deployed sh -c 'ls /usr/local/Ascend; echo LD=$LD_LIBRARY_PATH'")
+    assert "firmware" not in no_firmware.stdout and "driver" in no_firmware.stdout
+    assert "LD=/usr/local/Ascend/ascend-toolkit/latest/tools/aml/lib64:" in no_firmware.stdout  # the image's ENV
+    host_driver = versions_of(sim_cluster, "n3")
+    rep = run(inventory(sim_cluster, jobs, tmp_path, n1=None, n2=None,
+                        n3={"runtime": "podman", "image": "pfsim-cann:deployed",
+                            "run_args": jobs.deployed_run_args("n3")}), ["cann.env"])
+    r = one(rep, "n3", "cann.env")
+    assert r.status is Status.PASS, r.summary
+    assert r.details["firmware_version"] and r.details["job_driver_version"] == r.details["driver_version"] == host_driver
+    rep = run(inventory(sim_cluster, jobs, tmp_path, n1=None, n2=None,
+                        n3={"runtime": "podman", "image": "pfsim-cann:own-driver",
+                            "run_args": jobs.deployed_run_args("n3", driver_file=False)}), ["cann.env"])
+    r = one(rep, "n3", "cann.env")
+    assert r.status is Status.FAIL and f"the job's container shows driver Version=23.0.99" in r.summary, r.summary
+    assert f"the host has {host_driver}" in r.summary
+
+
+def versions_of(cluster, node: str) -> str:
+    """The node's driver Version as its version.info says (the host's)."""
+    text = cluster.exec(node, "cat /usr/local/Ascend/driver/version.info").stdout
+    return next(ln.split("=", 1)[1].strip() for ln in text.splitlines() if ln.startswith("Version="))
