@@ -211,20 +211,25 @@ SLURM_PROCID=0 SLURMD_NODENAME=n1 /bin/sh -c "$prog" | sed -u 's/^/0: /'
 """
 
 
+def _fake_step(tmp_path, monkeypatch, sinfo: str, srun: str):
+    """An SrunTransport for n1 and n2 whose sinfo and srun are these scripts (first on PATH)."""
+    from preflight.node import Node
+    from preflight.transport.slurm import SrunTransport
+    for name, body in (("sinfo", sinfo), ("srun", srun)):
+        (tmp_path / name).write_text(body)
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    return SrunTransport([Node("n1", "n1", connect_timeout=5), Node("n2", "n2", connect_timeout=5)])
+
+
 def test_a_relaunched_node_is_not_judged_by_the_failed_attempts_words(tmp_path, monkeypatch):
     """run --via slurm retries the step once without the nodes that went down meanwhile: a node
     srun spoke of in the failed attempt ("task 0: Killed") answers in the retry like any other."""
     import threading
 
-    from preflight.node import Node
     from preflight.transport.batch import ProbeSpec
-    from preflight.transport.slurm import SrunTransport
 
-    for name, body in (("sinfo", SINFO_THEN_N2_DOWN), ("srun", SRUN_FAILS_ONCE)):
-        (tmp_path / name).write_text(body)
-        (tmp_path / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    t = SrunTransport([Node("n1", "n1", connect_timeout=5), Node("n2", "n2", connect_timeout=5)])
+    t = _fake_step(tmp_path, monkeypatch, SINFO_THEN_N2_DOWN, SRUN_FAILS_ONCE)
     cancel = threading.Event()
     try:
         out = t.connect(t.step.nodes["n1"], cancel).run([ProbeSpec("k", "echo hi", 10)], cancel)
@@ -318,17 +323,10 @@ def test_a_task_cannot_report_under_another_nodes_name(tmp_path, monkeypatch):
     own layout put the task on: n1 answers from its own task, n2 (whose task lied) is unreachable."""
     import threading
 
-    from preflight.node import Node
     from preflight.transport import ConnectError
     from preflight.transport.batch import ProbeSpec
-    from preflight.transport.slurm import SrunTransport
 
-    (tmp_path / "sinfo").write_text("#!/bin/sh\nprintf 'n1 idle none\\nn2 idle none\\n'\n")
-    (tmp_path / "srun").write_text(SRUN_A_LIAR)
-    for name in ("sinfo", "srun"):
-        (tmp_path / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    t = SrunTransport([Node("n1", "n1", connect_timeout=5), Node("n2", "n2", connect_timeout=5)])
+    t = _fake_step(tmp_path, monkeypatch, "#!/bin/sh\nprintf 'n1 idle none\\nn2 idle none\\n'\n", SRUN_A_LIAR)
     cancel = threading.Event()
     try:
         out = t.connect(t.step.nodes["n1"], cancel).run([ProbeSpec("k", "echo $SLURM_PROCID", 10)], cancel)
