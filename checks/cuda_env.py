@@ -93,7 +93,8 @@ class Facts:
 
 
 def probes(node, params) -> dict[str, Probe]:
-    return {nv.SMI_PROBE: cmd(nv.NVIDIA_SMI), PY_PROBE: cmd(python_probe(node, SCRIPT))}
+    # the driver (nvidia-smi) is the host's; torch and its packages are where the job runs (its container)
+    return {nv.SMI_PROBE: cmd(nv.NVIDIA_SMI, where="host"), PY_PROBE: cmd(python_probe(node, SCRIPT), where="job")}
 
 
 def python_probe(node, script: str):

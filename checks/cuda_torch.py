@@ -30,7 +30,7 @@ from preflight.checkhelpers import worst
 
 ID = "cuda.torch"
 SCOPE = "node"
-POLICY = Policy(backend="nvidia")
+POLICY = Policy(backend="nvidia", where="job")  # torch as the job imports it: inside its container when there is one
 REQUIRES = ("cuda.env",)  # no python or a CPU-only torch is cuda.env's red line, not a second one
 ACTIONS = (("", "fix_config", "torch, CUDA and the launch environment (docs/NVIDIA.md)"),)
 DEFAULTS: dict = {}

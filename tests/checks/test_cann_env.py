@@ -10,7 +10,6 @@ from preflight.checks import cann_env as check
 from preflight.checkapi import CommandOutput, Status
 from preflight.container import Container
 from preflight.registry import discover
-from preflight.runner import _spec
 from tests.checks.ascend_helpers import node
 from tests.support import fixture_body
 
@@ -145,7 +144,7 @@ def test_with_a_container_versions_come_from_the_host_and_the_rest_from_the_job(
     assert check.JOB_DRIVER not in plain
     n = replace(node(), container=Container(runtime="podman", name="job"))
     probes = check.probes(n, {})
-    placed = {name: _spec(p, n, info).job for name, p in probes.items()}
+    placed = {name: p.job if p.job is not None else info.where == "job" for name, p in probes.items()}
     assert placed == {"set_env": True, "driver_info": False, "firmware_info": False, "launch_env": True,
                       check.JOB_DRIVER: True}
     assert probes[check.JOB_DRIVER].cmd == probes["driver_info"].cmd  # the same file, read in both places

@@ -97,3 +97,9 @@ def test_the_fast_set_has_cuda_env_and_not_the_torch_import():
     from preflight.registry import gate_set
     assert "cuda.env" in gate_set() and "cuda.torch" not in gate_set()
     assert "import torch" not in check.SCRIPT
+
+
+def test_driver_on_the_host_torch_in_the_job():
+    """SPEC §2.10: with `container:`, nvidia-smi (the driver) is read on the host, torch where the job runs."""
+    p = check.probes(node(), {})
+    assert p[nv.SMI_PROBE].job is False and p[check.PY_PROBE].job is True
