@@ -144,3 +144,60 @@ def test_secret_name_cache_answers_each_name_for_itself():
     assert not redact.is_secret("PATH") and redact.is_secret("DB_PASSWORD") and not redact.is_secret("PATH")
     assert redact.is_secret("X_TOKEN") and not redact.is_secret(42)  # anything, as its text
     assert redact._is_secret.cache_info().hits >= 3 and redact._is_secret.cache_info().maxsize is not None
+
+
+# Secret shapes whose names say nothing (AWS_ACCESS_KEY_ID ends in _ID, PIP_INDEX_URL is a URL):
+# each is what a real credential of that kind looks like (AWS's documented example key id).
+SHAPED = {
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "PIP_INDEX_URL": "https://alice:Zq8-pass-w0rd@pypi.internal.example/simple",
+    "DB_PWD": "pwd-4e3c2b1a",
+    "CI_NOTE": "ghp_" + "a1B2c3D4e5" * 4,
+    "HOOK": "xoxb-1234567890-abcdefghijkl",
+    "SESSION": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXNpZ25hdHVyZQ",
+}
+LEAKS = ["AKIAIOSFODNN7EXAMPLE", "Zq8-pass-w0rd", "pwd-4e3c2b1a", "a1B2c3D4e5a1B2c3D4e5", "abcdefghijkl",
+         "c2lnbmF0dXJlLXNpZ25hdHVyZQ", "node-said-s3cretvalue"]
+
+
+def test_secret_shapes_are_redacted_in_recording_json_and_history(checks, tmp_path: Path):
+    """By value shape, whatever the name: the inventory's env (sent to the node), what the node
+    printed (a URL with a password, `password=` in a config), in --record, the JSON report and
+    the history database."""
+    import sqlite3
+
+    from preflight.checkapi import Finding, Status, cmd
+    from preflight.ops import history as hist
+    from preflight.report.json_report import render
+    from tests.core.test_local_runner import node_check
+
+    printed = "index-url = https://bob:node-said-s3cretvalue@mirror.example/simple\npassword=node-said-s3cretvalue\n"
+    checks(node_check("fake.leaky", probes=lambda n, p: {"cfg": cmd("printf '%s' {t}", t=printed),
+                                                         "env": cmd("env")},
+                      evaluate=lambda facts, params, node: [Finding(Status.FAIL, f"saw {facts['cfg']}",
+                                                                    {"out": facts, "env": dict(node.env)},
+                                                                    remediation="rotate it")]))
+    env = "".join(f"      {k}: \"{v}\"\n" for k, v in SHAPED.items())
+    p = tmp_path / "inv.yaml"
+    p.write_text(f"nodes:\n  - name: n1\n    host: localhost\n    env:\n{env}")
+    folder = tmp_path / "rec"
+    rec = Recorder(str(folder))
+    rep = Runner(load(p, ssh_config=str(tmp_path / "none")), LocalTransport(), Options(), recorder=rec).run()
+    rec.write()
+    db_path = tmp_path / "h.sqlite"
+    hist.store(hist.open_db(db_path), rep)
+    outputs = {"record": (folder / "n1.json").read_text(), "json": render(rep),
+               "history": "\n".join(sqlite3.connect(db_path).iterdump())}
+    for where, text in outputs.items():
+        leaked = [s for s in LEAKS if s in text]
+        assert not leaked, f"{where} leaks {leaked}"
+    assert "https://bob:********@mirror.example" in outputs["json"]  # what it was stays readable
+    assert "AWS_ACCESS_KEY_ID" in outputs["json"], outputs["json"][-1500:]
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("PWD=/home/alice/work", True), ("ssh auth: publickey", True), ("host key ok (ssh-ed25519)", True),
+    ("see https://docs.example/x", True), ("max_tokens=4096", True), ("OLDPWD=/tmp/xyzabc", True),
+])
+def test_ordinary_text_is_not_taken_for_a_secret(text, kept):
+    assert (redact.shapes(text) == text) is kept
