@@ -171,7 +171,8 @@ def start_slurmd(c: "Cluster", name: str) -> None:
     # without SLURM_CONF in their environment (HealthCheckProgram) find it where Slurm looks
     script = sshd.node_script(n.dir, n.name, c.node_binds(n),
                               f"exec {SLURMD} -D -N {shlex.quote(n.name)} -f {shlex.quote(str(conf))}",
-                              etc_links={"slurm/slurm.conf": conf})
+                              etc_links={"slurm/slurm.conf": conf},
+                              hide=tuple(next(e for e in c.rec["nodes"] if e["name"] == name).get("hide_tools", ())))
     argv = ["nsenter", f"--net=/run/netns/{n.namespace}", "unshare", "--mount", "--uts",
             "--propagation", "private", "sh", "-c", script]
     _spawn(c, "slurmd", n.name, argv, sdir / "log" / f"slurmd-{n.name}.out")

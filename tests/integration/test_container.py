@@ -270,9 +270,10 @@ def test_a_deployed_cann_container_gives_no_false_alarm_and_a_driver_copy_is_fou
     host_driver = versions_of(sim_cluster, "n3")
     rep = run(inventory(sim_cluster, jobs, tmp_path, n1=None, n2=None,
                         n3={"runtime": "podman", "image": "pfsim-cann:deployed",
-                            "run_args": jobs.deployed_run_args("n3")}), ["cann.env"])
+                            "run_args": jobs.deployed_run_args("n3")}), ["cann.env", "storage.data"])
     r = one(rep, "n3", "cann.env")
     assert r.status is Status.PASS, r.summary
+    assert one(rep, "n3", "storage.data").status is Status.PASS  # the data as mounted in the container
     assert r.details["firmware_version"] and r.details["job_driver_version"] == r.details["driver_version"] == host_driver
     rep = run(inventory(sim_cluster, jobs, tmp_path, n1=None, n2=None,
                         n3={"runtime": "podman", "image": "pfsim-cann:own-driver",
