@@ -15,7 +15,11 @@ What it checks, from `nvidia-smi -q` and the kernel log of the current boot:
 * persistence mode Disabled warns (the first CUDA call then pays the driver load);
 * on NVSwitch systems `Fabric > State: Completed, Status: Success`;
 * `NVRM: Xid` lines: each Xid number is looked up in a table from NVIDIA's Xid catalogue
-  (preflight/nvidia/xid.py): a reset/reboot/service Xid fails, an application-level one warns.
+  (preflight/nvidia/xid.py): a reset/reboot/service Xid fails, an application-level one warns;
+  Xid 63 fails unless the GPU's remap state says it was applied since;
+* the other kernel-log lines an operator reads (preflight/nvidia/kernlog.py): a GPU fallen off
+  the bus (with or without an Xid), `RmInitAdapter failed`, nouveau bound, NVSwitch SXid; each on
+  the GPU whose PCI address it names, and a GPU the log names that nvidia-smi does not list fails.
   The kernel log is read without root where the system allows (dmesg, else journalctl -k -b);
   when it is not readable the result says so and the Xid part is left out.
 
@@ -37,7 +41,7 @@ from typing import Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
 from preflight.checkhelpers import worst
-from preflight.nvidia import nvidia_smi, probes as nv, xid
+from preflight.nvidia import kernlog, nvidia_smi, probes as nv, xid
 
 ID = "gpu.health"
 SCOPE = "node"
@@ -46,6 +50,7 @@ POLICY = Policy(backend="nvidia", gate=True)
 # (preflight/nvidia/xid.py, after NVIDIA's Xid catalogue); the worst matching row wins.
 ACTIONS = (
     *xid.action_rows(),
+    *kernlog.action_rows(),
     (r"since the driver loaded \(volatile\)", "reset_device", "volatile uncorrectable ECC: reset the GPU (NVIDIA memory error management)"),
     (r"over its lifetime \(aggregate\)", "monitor", "aggregate ECC history: watch the count"),
     (r"remapping failure", "replace_hardware", "a row that could not be remapped: the GPU needs replacing (nvidia-smi -q documentation)"),
@@ -89,7 +94,7 @@ class Facts:
     report: nvidia_smi.QueryReport | None = None
     log_source: str = ""           # dmesg | journalctl -k -b | unreadable
     log_error: str = ""
-    xids: tuple[xid.XidEvent, ...] = field(default_factory=tuple)
+    events: tuple[kernlog.LogEvent, ...] = field(default_factory=tuple)  # Xid and the other driver lines
 
 
 def probes(node, params) -> dict[str, Probe]:
@@ -110,7 +115,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
         source, text = nv.split_source(log)
         error = text.strip().splitlines()[0] if source == "unreadable" and text.strip() else ""
     return Facts(report=report, log_source=source, log_error=error,
-                 xids=tuple(xid.parse_kernel_log(text)) if source != "unreadable" else ())
+                 events=tuple(kernlog.parse(text)) if source != "unreadable" else ())
 
 
 def _gpu_problems(g: nvidia_smi.QueryGpu, params) -> list[tuple[Status, str, str]]:
@@ -138,18 +143,44 @@ def _gpu_problems(g: nvidia_smi.QueryGpu, params) -> list[tuple[Status, str, str
     return out
 
 
-def _xid_problems(facts: Facts, by_bus: dict[str, int]) -> dict[int | None, list[tuple[Status, str, str]]]:
+def _xid63(g: nvidia_smi.QueryGpu | None) -> tuple[Status, str]:
+    """Xid 63 (a row remap / page retirement recorded) and the GPU's memory-repair state agree: a
+    pending repair fails wherever it is seen; applied since (`Pending: No` under Remapped Rows, or
+    Retired Pages on GPUs before Ampere) it only warns. NVIDIA GPU memory error management."""
+    if g is None:
+        return Status.FAIL, ""
+    for flag, path in (("remap_pending", nvidia_smi.FLAGS["remap_pending"]), ("retired_pending", nvidia_smi.FLAGS["retired_pending"])):
+        if g.flag(flag):
+            return Status.FAIL, f" ({path[0]}: {path[1]}: Yes)"
+        if g.get(*path) == "No":
+            return Status.WARN, f" (applied since: {path[0]}: {path[1]}: No)"
+    return Status.FAIL, ""
+
+
+def _log_problems(facts: Facts, gpus: tuple[nvidia_smi.QueryGpu, ...]) -> dict[int | None, list[tuple[Status, str, str]]]:
+    """(status, problem, fix) per GPU index (None: the node) from the kernel log's events. A GPU
+    the log names by PCI address that nvidia-smi does not list fails the node, whatever the line."""
+    by_bus = {xid.bus_key(g.bus_id): g for g in gpus}
     out: dict[int | None, list[tuple[Status, str, str]]] = {}
-    seen: set[tuple[int | None, int]] = set()
-    for ev in facts.xids:
-        gpu = by_bus.get(ev.pci)
-        if (gpu, ev.xid) in seen:
-            continue  # one line per (GPU, Xid): Xid 119 repeats every few seconds
-        seen.add((gpu, ev.xid))
-        info = ev.info
-        where = "" if gpu is not None else f" (PCI {ev.pci}, not listed by nvidia-smi)"
-        out.setdefault(gpu, []).append((info.status, f"Xid {ev.xid} {info.name} in the kernel log{where}: {ev.text}",
-                                        f"xid:{ev.xid}"))
+    seen: set[tuple[str | None, str, int | None]] = set()
+    for ev in facts.events:
+        if (ev.pci, ev.kind, ev.code) in seen:
+            continue  # one line per (device, kind, code): Xid 119 repeats every few seconds
+        seen.add((ev.pci, ev.kind, ev.code))
+        g = by_bus.get(ev.pci) if ev.pci else None
+        if ev.kind == "xid":
+            info = xid.XID_TABLE.get(ev.code or 0, xid.UNKNOWN)
+            status, note = _xid63(g) if ev.code == 63 else (info.status, "")
+            problem, fix = f"Xid {ev.code} {info.name}{note} in the kernel log", info.action
+        else:
+            assert ev.rule is not None
+            status, problem, fix = ev.rule.status, f"{ev.rule.name} in the kernel log", ev.rule.fix
+        if ev.nvswitch:
+            problem += f" (NVSwitch at PCI {ev.pci})"
+        elif ev.pci and g is None:
+            status, fix = Status.FAIL, kernlog.MISSING_FIX
+            problem += f" (PCI {ev.pci}, missing from nvidia-smi)"
+        out.setdefault(g.index if g else None, []).append((status, f"{problem}: {ev.text}", fix))
     return out
 
 
@@ -159,12 +190,11 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     report = facts.report
     assert report is not None
     gpus = report.gpus
-    by_bus = {xid.bus_key(g.bus_id): g.index for g in gpus}
     problems: dict[int | None, list[tuple[Status, str, str]]] = {}
     for g in gpus:
         if p := _gpu_problems(g, params):
-            problems[g.index] = p
-    for gpu, items in _xid_problems(facts, by_bus).items():
+            problems[g.index] = [(st, text, FIXES[key]) for st, text, key in p]
+    for gpu, items in _log_problems(facts, gpus).items():
         problems.setdefault(gpu, []).extend(items)
     metrics = [Metric("ecc_uncorrectable", g.uncorrectable("Volatile") or 0, "", {"device": str(g.index)}).to_dict()
                for g in gpus]
@@ -175,9 +205,8 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
                      "reboot the node or open a hardware ticket" if len(gpus) < node.devices
                      else f"Set `devices: {len(gpus)}` for this node in the inventory")
     for gpu, items in problems.items():
-        for status, text, key in items:
+        for status, text, fix in items:
             lines.append(f"GPU {gpu} {text}" if gpu is not None else text)
-            fix = (xid.XID_TABLE.get(int(key[4:]), xid.UNKNOWN).action if key.startswith("xid:") else FIXES[key])
             fixes.append(fix.format(gpu=gpu if gpu is not None else "<index>"))
             if gpu is not None:
                 g = gpus[gpu]
@@ -189,7 +218,7 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         statuses.append(Status.WARN)
     status = worst(statuses)
     log_note = (f"kernel log not readable ({facts.log_error or 'dmesg and journalctl refused'}): Xid history not checked"
-                if facts.log_source == "unreadable" else f"no Xid in the kernel log ({facts.log_source})")
+                if facts.log_source == "unreadable" else f"no Xid or GPU error in the kernel log ({facts.log_source})")
     if status is Status.PASS:
         return [passed(f"{len(gpus)} GPUs healthy: no uncorrectable ECC, no pending remap, no slowdown, "
                        f"PCIe at full width; {log_note} (driver {report.driver_version}, CUDA {report.cuda_version})",

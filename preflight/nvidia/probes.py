@@ -2,9 +2,10 @@
 each once per node), and the tool-failure finding they share.
 
 Kernel log (`KERNEL_LOG`): `dmesg` where the system lets this user read it (kernel.dmesg_restrict=0,
-or root), else `journalctl -k -b` (members of adm / systemd-journal), filtered to the `NVRM: Xid`
-lines (a kernel log can be megabytes). The first output line says which source answered:
+or root), else `journalctl -k -b` (members of adm / systemd-journal), filtered to the lines
+preflight/nvidia/kernlog.py reads (a kernel log can be megabytes). The first output line says which source answered:
 `@@source dmesg`, `@@source journalctl -k -b`, or `@@unreadable` followed by dmesg's own error line.
+Kept: the lines kernlog.RULE_FILTER names (Xid, fallen off the bus, RmInitAdapter failed, nouveau, SXid).
 Both sources cover the current boot only (the ring buffer may have wrapped on a long-running node).
 
 IB ports (`IB_PORTS`): `ibstat`, else `ibstatus` (gpud falls back the same way when ibstat fails),
@@ -21,12 +22,15 @@ from __future__ import annotations
 
 from ..checkapi import CommandOutput, Finding, require_ok, sh, tool_failure
 from ..checkhelpers import first_line
+from .kernlog import RULE_FILTER
 
 NVIDIA_SMI = sh("nvidia-smi")
 NVIDIA_SMI_Q = sh("nvidia-smi -q")
 SMI_PROBE, QUERY_PROBE, KERNEL_PROBE, IB_PROBE = "nvidia_smi", "nvidia_smi_q", "kernel_log", "ib_ports"
 ROCE_PROBE = "roce_netdevs"
-XID_FILTER = "grep -F 'NVRM: Xid' | tail -n 500"
+# the lines preflight/nvidia/kernlog.py reads (its RULE_FILTER words), the last 500 of them
+XID_FILTER = sh(" ".join(["grep -F"] + [f"-e {{w{i}}}" for i in range(len(RULE_FILTER))]) + " | tail -n 500",
+                **{f"w{i}": w for i, w in enumerate(RULE_FILTER)})
 KERNEL_LOG = sh(
     "if dmesg >/dev/null 2>&1; then echo '@@source dmesg'; dmesg 2>/dev/null | " + XID_FILTER + "; "
     "elif journalctl -k -b -q --no-pager >/dev/null 2>&1; then echo '@@source journalctl -k -b'; "

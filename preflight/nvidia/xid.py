@@ -9,7 +9,8 @@ matched to the GPU's `Bus Id` from `nvidia-smi -q` (00000000:9B:00.0) to name th
 XID_TABLE: the meaning and resolution of the Xids that matter before a training job, from
 NVIDIA's Xid catalogue ("Xid Errors", https://docs.nvidia.com/deploy/xid-errors/ and its
 "Analyzing Xid Errors with the Xid Catalog" page for Ampere and newer GPUs; 48/63/64 also from
-NVIDIA's "Dynamic Page Retirement" guide). `status` is preflight's verdict for a node that logged
+NVIDIA's "Dynamic Page Retirement" guide and, for row remapping, "NVIDIA A100 GPU Memory Error
+Management", https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/). `status` is preflight's verdict for a node that logged
 the Xid since boot: `fail` where NVIDIA's resolution is a GPU reset, a node reboot or service
 (the GPU is not fit for a new job until that is done); `warn` where the resolution is restarting
 the application (usually the job's own bug, worth knowing before the next one). An Xid that is not
@@ -42,7 +43,9 @@ XID_TABLE: dict[int, XidInfo] = {
     48: XidInfo("Double Bit ECC Error (DBE)", Status.FAIL, RESET),
     61: XidInfo("Internal micro-controller breakpoint/warning", Status.FAIL, RESET),
     62: XidInfo("Internal micro-controller halt", Status.FAIL, RESET),
-    63: XidInfo("ECC page retirement or row remapping recording event", Status.WARN,
+    # pending until the GPU is reset (NVIDIA GPU memory error management, "Row Remapping"): fails like
+    # `Remapped Rows: Pending: Yes`; gpu.health warns only where -q says the remap was applied since
+    63: XidInfo("ECC page retirement or row remapping recording event", Status.FAIL,
                 "reset the GPU to activate the new retirement/remap (`nvidia-smi -r -i {gpu}`)"),
     64: XidInfo("ECC page retirement or row remapper recording failure", Status.FAIL, RESET),
     68: XidInfo("NVDEC0 Exception (video processor exception)", Status.WARN, APP),

@@ -4,6 +4,7 @@ from __future__ import annotations
 from preflight.checkapi import CommandOutput
 from preflight.node import Node
 from preflight.nvidia import probes as nv
+from preflight.nvidia.kernlog import RULE_FILTER
 from tests.support import fixture_body
 
 H100_Q = fixture_body("nvidia-smi_-q__H100_8gpu__gpud-fixture.txt")
@@ -22,9 +23,16 @@ def out(text: str, rc: int = 0, stderr: str = "") -> CommandOutput:
 
 
 def kernel_log(lines: str = "", source: str = "dmesg") -> CommandOutput:
-    """What the KERNEL_LOG probe prints: the source line, then the NVRM: Xid lines of the log."""
-    xid_lines = "".join(ln + "\n" for ln in lines.splitlines() if "NVRM: Xid" in ln)
-    return out(f"@@source {source}\n{xid_lines}")
+    """What the KERNEL_LOG probe prints: the source line, then the log's lines that hold one of
+    its grep's fixed words (kernlog.RULE_FILTER)."""
+    kept = "".join(ln + "\n" for ln in lines.splitlines() if any(w in ln for w in RULE_FILTER))
+    return out(f"@@source {source}\n{kept}")
+
+
+def at_bus(q: str, index: int, bus: str) -> str:
+    """The -q report with GPU `index`'s bus id set to `bus` (`00000000:91:00.0`): a log sample's GPU."""
+    report_bus = q.split("\nGPU ")[index + 1].split("\n")[0]
+    return q.replace(f"GPU {report_bus}\n", f"GPU {bus}\n")
 
 
 def gpu_block(text: str, index: int) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import pytest
 from preflight.checkapi import CommandOutput, ParseError, Status
 from preflight.checks import gpu_health as check
 from preflight.nvidia import probes as nv
-from tests.checks.nvidia_helpers import (A10_Q, H100_HEALTHY, H100_Q, XID79, XID119, edit_gpu, health_outputs, kernel_log, node,
+from tests.checks.nvidia_helpers import (A10_Q, at_bus, H100_HEALTHY, H100_Q, XID79, XID119, edit_gpu, health_outputs, kernel_log, node,
                                          out)
 from tests.support import fixture_body
 
@@ -110,14 +110,16 @@ def test_xid_79_fails_on_the_gpu_at_that_bus_address():
 def test_xid_119_repeated_lines_give_one_problem_and_unknown_bus_is_still_reported():
     [f] = run(health_outputs(log=kernel_log(XID119)))
     assert f.status is Status.FAIL
-    assert f.summary.count("Xid 119") == 1 and "0000:9b:00, not listed by nvidia-smi" in f.summary
+    assert f.summary.count("Xid 119") == 1 and "(PCI 0000:9b:00, missing from nvidia-smi)" in f.summary
     assert f.details["failed_devices"] == []
 
 
 def test_application_xid_warns():
     line = "[...] NVRM: Xid (PCI:0000:01:00): 94, pid=7062, Contained: CE User Channel (0x9). RST: No, D-RST: No"
-    [f] = run(health_outputs(log=kernel_log(line)))
-    assert f.status is Status.WARN and "Xid 94 Contained ECC error" in f.summary
+    [f] = run(health_outputs(at_bus(H100_HEALTHY, 0, "00000000:01:00.0"), kernel_log(line)))
+    assert f.status is Status.WARN and "GPU 0 Xid 94 Contained ECC error" in f.summary
+    [f] = run(health_outputs(log=kernel_log(line)))  # the same line naming a GPU nvidia-smi does not list
+    assert f.status is Status.FAIL and "(PCI 0000:01:00, missing from nvidia-smi)" in f.summary
 
 
 def test_unreadable_kernel_log_is_said_not_failed():
@@ -154,3 +156,68 @@ def test_xid_findings_are_graded_as_the_xid_table_says():
     assert graded("GPU 0 Xid 79 GPU has fallen off the bus in the kernel log: ...") == "reboot_node"
     assert graded("GPU 0 Xid 48 Double Bit ECC Error (DBE) in the kernel log: ...") == "reset_device"
     assert graded("GPU 0 Xid 999 not in preflight's table in the kernel log: ...") == "monitor"
+
+
+# ---- the kernel log beyond Xid lines: real samples (tests/fixtures/nvidia/*mesg*, journalctl__*) --------------
+
+FALLEN_NO_XID = fixture_body("dmesg__fallen_off_bus_no_xid_multiline__nvsentinel-issue155.txt")
+INIT_TWO = fixture_body("dmesg__rminitadapter_failed_two_gpus__gpu-operator-issue649.txt")
+INIT_JOURNAL = fixture_body("journalctl__rminitadapter_failed__cuda-samples-issue104.txt")
+NOUVEAU = fixture_body("dmesg__nouveau_bound_AD107__dasharo-issue1597.txt")
+NOUVEAU_OWNS = fixture_body("dmesg__nvrm_probe_not_called_nouveau__bigdata-issue133.txt")
+
+
+def test_gpu_fallen_off_the_bus_without_an_xid_fails_that_gpu():
+    # three lines, the address only on the first (driver 570): tied to GPU 3 at 0000:b3:00
+    [f] = run(health_outputs(at_bus(H100_HEALTHY, 3, "00000000:B3:00.0"), kernel_log(FALLEN_NO_XID)))
+    assert f.status is Status.FAIL and f.details["failed_devices"] == [3]
+    assert "GPU 3 GPU has fallen off the bus (no Xid logged) in the kernel log" in f.summary
+    assert "Reboot the node" in f.remediation
+
+
+def test_fallen_off_the_bus_beside_xid_79_is_one_gpu_and_the_nvswitch_sxids_are_named():
+    [f] = run(health_outputs(at_bus(H100_HEALTHY, 2, "00000000:91:00.0"), kernel_log(XID79)))
+    assert f.status is Status.FAIL and f.details["failed_devices"] == [2]
+    assert "GPU 2 Xid 79" in f.summary and "GPU 2 GPU has fallen off the bus in the kernel log" in f.summary
+    assert f.summary.count("NVSwitch fatal SXid") == 3  # three NVSwitches, each once
+    assert "(NVSwitch at PCI 0000:06:00)" in f.summary and "missing from nvidia-smi" not in f.summary
+
+
+def test_rminitadapter_failed_names_each_gpu_and_a_gpu_missing_from_nvidia_smi_fails_the_node():
+    # two GPUs the driver could not initialise: one nvidia-smi still lists (GPU 5), one it does not
+    [f] = run(health_outputs(at_bus(H100_HEALTHY, 5, "00000000:04:01.0"), kernel_log(INIT_TWO)))
+    assert f.status is Status.FAIL and f.details["failed_devices"] == [5]
+    assert "GPU 5 RmInitAdapter failed: the driver could not initialise the GPU in the kernel log" in f.summary
+    assert "(PCI 0000:04:02, missing from nvidia-smi)" in f.summary and f.summary.count("RmInitAdapter failed!") == 2
+    [f] = run(health_outputs(log=kernel_log(INIT_JOURNAL, source="journalctl -k -b")))  # journalctl's prefix
+    assert f.status is Status.FAIL and "(PCI 0000:13:00, missing from nvidia-smi)" in f.summary
+
+
+def test_nouveau_bound_to_an_nvidia_gpu_fails_with_the_blacklist_fix():
+    [f] = run(health_outputs(at_bus(H100_HEALTHY, 0, "00000000:01:00.0"), kernel_log(NOUVEAU)))
+    assert f.status is Status.FAIL and f.details["failed_devices"] == [0]
+    assert "GPU 0 the nouveau driver is bound to this NVIDIA GPU" in f.summary and "blacklist nouveau" in f.remediation
+    [f] = run(health_outputs(log=kernel_log(NOUVEAU_OWNS)))  # the NVIDIA driver's own words, no address
+    assert f.status is Status.FAIL and f.summary.count("another driver (nouveau) holds the NVIDIA GPUs") == 1
+
+
+def test_xid_63_and_the_remap_state_agree():
+    line = "[...] NVRM: Xid (PCI:0000:01:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row marked for remapping, reset gpu to activate."
+    q = at_bus(H100_HEALTHY, 0, "00000000:01:00.0")
+    [f] = run(health_outputs(q, kernel_log(line)))  # the real H100 report: Remapped Rows Pending: No
+    assert f.status is Status.WARN and "Xid 63" in f.summary and "applied since: Remapped Rows: Pending: No" in f.summary
+    pending = edit_gpu(q, 0, "        Pending                           : No\n        Remapping Failure", 
+                       "        Pending                           : Yes\n        Remapping Failure")
+    [f] = run(health_outputs(pending, kernel_log(line)))
+    assert f.status is Status.FAIL and "Remapped Rows: Pending: Yes" in f.summary
+
+
+def test_each_kernel_log_finding_gets_its_rule_action():
+    from preflight import actions
+    table = actions.rules(check.ACTIONS, check.ID)
+    cases = [(at_bus(H100_HEALTHY, 0, "00000000:01:00.0"), NOUVEAU, "fix_config"),
+             (at_bus(H100_HEALTHY, 3, "00000000:B3:00.0"), FALLEN_NO_XID, "reboot_node"),
+             (H100_HEALTHY, INIT_JOURNAL, "reboot_node")]
+    for q, log, want in cases:
+        [f] = run(health_outputs(q, kernel_log(log)))
+        assert actions.choose(table, f.status, f.summary) == want, f.summary
