@@ -38,6 +38,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from preflight import runner as runner_module  # noqa: E402
+from preflight.engine import batches  # noqa: E402
+from preflight.engine.node_phase import NodePhase  # noqa: E402
 from preflight.inventory import Inventory, load  # noqa: E402
 from preflight.registry import discover  # noqa: E402
 from preflight.report import render  # noqa: E402
@@ -50,13 +52,13 @@ def serve(mode: str, record: dict, serving: threading.Event) -> None:
     """Wrap each check's parse (and each node check's evaluate): record while `serving` is clear,
     answer from the record once it is set."""
     here = threading.local()
-    gather = runner_module.Runner._gather
+    gather = NodePhase.gather
 
     def named_gather(self, run, checks):  # parse() is not told its node: the runner is
         here.node = run.node.name
         return gather(self, run, checks)
 
-    runner_module.Runner._gather = named_gather
+    NodePhase.gather = named_gather
     for cid, info in discover().items():
         module = info.module
         if hasattr(module, "parse"):
@@ -78,7 +80,7 @@ def serve_bytes(record: dict, serving: threading.Event) -> None:
     # and a count restarted there overwrote the node's first batch with the plan's (the served run
     # then failed those nodes: the first 32 of a 100-node replay).
     calls: dict[bool, dict[str, int]] = {False: {}, True: {}}  # serving? -> node -> batches so far
-    ask, batch, connect = runner_module.Runner._ask, runner_module.run_batch, ReplayTransport.connect
+    ask, batch, connect = NodePhase.ask, batches.run_batch, ReplayTransport.connect
 
     def served_connect(self, node, cancel):
         return _NoSession() if serving.is_set() else connect(self, node, cancel)
@@ -107,8 +109,8 @@ def serve_bytes(record: dict, serving: threading.Event) -> None:
         return got
 
     ReplayTransport.connect = served_connect
-    runner_module.Runner._ask = staticmethod(served_ask)
-    runner_module.run_batch = served_batch
+    NodePhase.ask = staticmethod(served_ask)
+    batches.run_batch = served_batch
 
 
 class _NoSession:

@@ -55,9 +55,9 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     return Facts(None, nvidia_smi.parse_table(out.stdout))
 
 
-def busy(facts: Facts) -> bool:
-    """A job is running here: the table was read and lists at least one process."""
-    return isinstance(facts, Facts) and facts.table is not None and bool(facts.table.processes)
+def busy(facts: Facts) -> int:
+    """How many processes of a job run here (0: idle): the table was read and lists them."""
+    return len(facts.table.processes) if isinstance(facts, Facts) and facts.table is not None else 0
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:

@@ -71,10 +71,10 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     return Facts(None, table.chips, table.processes)
 
 
-def busy(facts: Facts) -> bool:
-    """A job is running here: the process table was read and lists at least one process
+def busy(facts: Facts) -> int:
+    """How many processes of a job run here (0: idle): the process table was read and lists them
     (`run --sweep` then reports the node busy instead of failing it)."""
-    return isinstance(facts, Facts) and not facts.unavailable and bool(facts.processes)
+    return len(facts.processes) if isinstance(facts, Facts) and not facts.unavailable else 0
 
 
 def _has_hbm(chip: npu_smi.Chip) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .common import EXIT_INTERNAL, EXIT_USAGE, say
 from ..model import Report
-from ..runner import Runner
+from ..engine.mode import RunMode
 from ..ops import history as hist
 from ..ops.lock import EXIT_LOCKED, LockError, Locked, RunLock
 
@@ -62,11 +62,12 @@ class RunExtras:
             memory.prune(self.db, keep_days)
 
     @staticmethod
-    def runner_class(sweep: bool) -> type[Runner]:
+    def mode(sweep: bool) -> RunMode:
+        """How the run treats busy nodes: the sweep's mode, or the plain run's."""
         if sweep:
-            from ..ops.sweep import SweepRunner
-            return SweepRunner
-        return Runner
+            from ..ops.sweep import Sweep
+            return Sweep()
+        return RunMode()
 
     def finish(self, report: Report) -> None:
         """Write the .prom file and the history entry; a failure exits 4 with one line."""

@@ -35,7 +35,7 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     from ..inventory import InventoryError, load
     from .extras import RunExtras
     from ..registry import SelectionError
-    from ..runner import Options
+    from ..runner import Options, Runner
     from ..transport import factory
 
     if via == "slurm":
@@ -61,8 +61,8 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
                 fail_usage(f"--record {record}: {exc.strerror or exc}")
         progress = Progress(enabled=sys.stderr.isatty() and not quiet)
         transport = factory.make_transport(replay) if via == "ssh" else slurm_transport(inv.nodes)
-        runner = RunExtras.runner_class(sweep)(inv, transport, runner_opts,
-                                               progress=progress, recorder=recorder)
+        runner = Runner(inv, transport, runner_opts, progress=progress, recorder=recorder,
+                        mode=RunExtras.mode(sweep))
     except (InventoryError, SelectionError) as exc:
         fail_usage(str(exc))
     writable_or_exit(output=output, prom_output=prom_output)

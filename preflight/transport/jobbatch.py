@@ -6,7 +6,7 @@ inside the container with all of them, so the runtime's start-up is paid once pe
 Inside, every probe keeps its own timeout and stream cap; the host probe's timeout is their sum
 plus the runtime's start-up slack. Unwrapping gives every probe its own output: its frame from
 the inner driver, or, when the runtime never started the driver (no such container, image absent,
-sudo refused), the call's own answer, so the runner's refusal rules (runner._runtime_refused) read
+sudo refused), the call's own answer, so the runner's refusal rules (wrapping.runtime_refused) read
 it as they read a single call.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def split(probes: list[ProbeSpec], cap: int = DEFAULT_CAP) -> tuple[list[ProbeSp
         inner = tuple(ProbeSpec(key=str(j), cmd=m.inner, timeout=m.inner_timeout) for j, m in enumerate(members))
         # The members' own timeouts (as `inner` carries them): summed, the host call outlives them all.
         timeout = START_SLACK_S + sum(int(max(1, m.timeout)) + INNER_KILL_S + 1 for m in inner)
-        first = members[0]  # one runtime, one privilege for all of them (runner._spec)
+        first = members[0]  # one runtime, one privilege for all of them (wrapping.spec)
         spec = ProbeSpec(key=f"job{i}", cmd=batch_command(prefix, driver_script(list(inner), nonce, cap, once=True)),
                          timeout=timeout, root=first.root, group=first.group, become=first.become,
                          cap=len(inner) * (2 * cap + FRAME_SLACK) + 4096)

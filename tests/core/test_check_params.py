@@ -5,6 +5,7 @@ import pytest
 
 from preflight.inventory import load
 from preflight.registry import SelectionError
+from preflight.engine.selection import params
 from preflight.runner import Runner
 from preflight.transport.local import LocalTransport
 
@@ -63,5 +64,5 @@ def test_top_level_cluster_parameter_and_declared_node_params_pass(tmp_path):
     info = runner.every["storage.consistency"]
     assert "timeout_s" in info.node_params
     # honoured where it means something: that node's manifest probe gets the longer timeout
-    probes = info.module.probes(b, runner._params(b, info))
+    probes = info.module.probes(b, params(b, info))
     assert probes and all(p.timeout == 600 for p in probes.values())

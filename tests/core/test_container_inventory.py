@@ -10,9 +10,16 @@ from preflight.container import Container, job_command
 from preflight.node import Node
 from preflight.checkapi import Probe
 from preflight.model import CommandOutput
-from preflight.runner import _spec
+from preflight.engine.batches import asks
+from preflight.transport.wrapping import spec as wrapped
 from tests.core.test_inventory import error_of, inv_of
 from tests.core.test_privilege import info
+
+
+def _spec(probe, node, info):
+    """A check's probe as the driver takes it (the runner's run_batch does the same)."""
+    return wrapped(probe, node, asks(info))
+
 
 NODES = "\nnodes:\n  - {name: a, host: 10.0.0.1}\n"
 

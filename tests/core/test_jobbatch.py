@@ -68,7 +68,7 @@ def test_two_containers_are_two_calls_and_a_second_round_another(tmp_path):
 def test_a_refusing_runtime_is_every_probes_answer(tmp_path):
     rt = runtime(tmp_path / "calls", refuse=True)
     out = run([job("a", "echo a", rt), job("b", "echo b", rt), job("c", "echo c", rt)])
-    for o in out.values():  # what runner._runtime_refused reads: the runtime's exit and words, each time
+    for o in out.values():  # what wrapping.runtime_refused reads: the runtime's exit and words, each time
         assert o.rc == 125 and o.stdout == "" and 'no container with name or ID "job"' in o.stderr
 
 

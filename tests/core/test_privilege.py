@@ -14,11 +14,18 @@ import pytest
 from preflight.checkapi import Probe
 from preflight.node import Node
 from preflight.registry import discover
-from preflight.runner import _merge, _spec, run_batch
+from preflight.engine.batches import asks, run_batch
+from preflight.transport.wrapping import merge as _merge, spec as wrapped
 from preflight.transport.batch import NEEDS_ROOT, FrameParser, ProbeSpec, driver_script, new_nonce
 from tests.core.test_batch import run_driver
 from tests.core.test_cli import cli
 from tests.core.test_inventory import error_of, inv_of
+
+
+def _spec(probe, node, info):
+    """A check's probe as the driver takes it (the runner's run_batch does the same)."""
+    return wrapped(probe, node, asks(info))
+
 
 NODES = "\nnodes:\n  - {name: a, host: 10.0.0.1}\n"
 

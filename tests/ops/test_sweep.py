@@ -10,7 +10,7 @@ from preflight.model import CommandOutput, Status
 from preflight.registry import CheckInfo
 from preflight.runner import Runner
 from preflight.runner import Options
-from preflight.ops.sweep import SweepRunner
+from preflight.ops.sweep import Sweep
 from tests.ops import ScriptedTransport
 from tests.support import fixture_body
 
@@ -40,9 +40,9 @@ def _fake_disruptive(seen: dict):
     return CheckInfo("smoke.allreduce", "cluster", mod, (), (), {}, Policy(disruptive=True))
 
 
-def _run(tmp_path, cls, checks, seen=None):
+def _run(tmp_path, sweep, checks, seen=None):
     transport = ScriptedTransport({"node01": _answer(BUSY), "node02": _answer(IDLE)})
-    runner = cls(_inventory(tmp_path), transport, Options(checks=checks))
+    runner = Runner(_inventory(tmp_path), transport, Options(checks=checks), mode=Sweep() if sweep else None)
     if seen is not None:  # a stand-in disruptive check (Policy(disruptive=True))
         runner.every = {**runner.every, "smoke.allreduce": _fake_disruptive(seen)}
         runner.reported.append("smoke.allreduce")
@@ -55,12 +55,12 @@ def _by(report, check, node):
 
 
 def test_without_sweep_a_busy_node_fails_npu_idle(tmp_path):
-    report = _run(tmp_path, Runner, ["npu.idle"])
+    report = _run(tmp_path, False, ["npu.idle"])
     assert _by(report, "npu.idle", "node01")[0].status is Status.FAIL
 
 
 def test_sweep_reports_busy_as_skip_with_the_processes(tmp_path):
-    report = _run(tmp_path, SweepRunner, ["npu.idle", "net.ports"])
+    report = _run(tmp_path, True, ["npu.idle", "net.ports"])
     busy = _by(report, "npu.idle", "node01")[0]
     assert busy.status is Status.SKIP and busy.summary.startswith("busy: a job is running")
     assert busy.details["busy"] is True and busy.details["processes"][0]["npu"] == 2
@@ -73,12 +73,12 @@ def test_sweep_reports_busy_as_skip_with_the_processes(tmp_path):
 
 def test_sweep_keeps_disruptive_checks_off_busy_nodes(tmp_path):
     seen: dict = {}
-    report = _run(tmp_path, SweepRunner, ["hccn.link"], seen)
+    report = _run(tmp_path, True, ["hccn.link"], seen)
     assert seen["nodes"] == ["node02"]
     rows = [(r.node, r.status) for r in report.results if r.check == "smoke.allreduce"]
     assert rows == [(None, Status.PASS), ("node01", Status.SKIP)]
     # npu.idle was not selected: its probes ran for the decision, but it is not reported
     assert not [r for r in report.results if r.check == "npu.idle"]
     seen.clear()
-    _run(tmp_path, Runner, ["hccn.link"], seen)
+    _run(tmp_path, False, ["hccn.link"], seen)
     assert seen["nodes"] == ["node01", "node02"]
