@@ -33,8 +33,8 @@ from collections import defaultdict
 from typing import Any, Mapping
 
 from preflight.checkapi import Policy, ClusterContext, Finding, Probe, Status, cmd, passed, skipped
-from preflight.job import ckpt
 from preflight.checkhelpers import worst
+from preflight.megatron import ckpt
 from preflight.net.blame import consensus
 
 ID = "ckpt.resume"

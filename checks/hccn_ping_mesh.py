@@ -31,10 +31,9 @@ from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Status, cmd, passed, sh
 from preflight.checkhelpers import Shell, seq, worst
 from preflight.net import ping
-from preflight.net.blame import blame_pairs
+from preflight.net.blame import blame_pairs, spread_pairs
 from preflight.ascend import hccn
 
-from .net_ping_mesh import pairs as spread_pairs
 
 ID = "hccn.ping_mesh"
 SCOPE = "cluster"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from preflight.checkapi import Policy, Choice, ClusterContext, Finding, Metric, Probe, Status, cmd, passed
 from preflight.checkhelpers import worst
 from preflight.net import ping, pinger
-from preflight.net.blame import blame_pairs
+from preflight.net.blame import blame_pairs, spread_pairs as pairs
 
 ID = "net.ping_mesh"
 SCOPE = "cluster"
@@ -84,17 +84,6 @@ def addresses(ctx: ClusterContext) -> dict[str, str]:
         if comm is not None and comm.ip:
             found[name] = comm.ip
     return found
-
-
-def pairs(names: list[str], max_pairs: int) -> list[tuple[str, str]]:
-    """Ordered (src, dst) pairs: all of them, or k evenly spread ring offsets when sampling, so each
-    node pings k peers and is pinged by k peers (what blame needs)."""
-    n = len(names)
-    if n < 2:
-        return []
-    k = n - 1 if not max_pairs or max_pairs >= n * (n - 1) else max(1, max_pairs // n)
-    offsets = sorted({1 + math.floor(j * (n - 1) / k) for j in range(k)})
-    return [(names[i], names[(i + off) % n]) for i in range(n) for off in offsets]
 
 
 def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:

@@ -22,17 +22,16 @@ the job (`export HCCL_IF_BASE_PORT=50000`, another MASTER_PORT); reserve HCCL's 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd
 from preflight.checkhelpers import worst
 from preflight.net import sockets
 from preflight.net.sockets import Listener, PortSysctl
 
-from . import env_comm
-
 ID = "net.ports"
 SCOPE = "node"
+USES = ("env.comm",)  # the launch environment (MASTER_ADDR/PORT, HCCL's ports) and whether this node is the master
 POLICY = Policy(gate=True, on_busy="skip", busy_reason="its ports are in use by the job")
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = (
@@ -50,22 +49,20 @@ HCCL_DEFAULT_BASE = 60000
 
 @dataclass(frozen=True)
 class Facts:
-    comm: env_comm.Facts
+    comm: Any  # env.comm's facts on this node: `env` (the launch environment) and `is_master`
     listeners: tuple[Listener, ...]
     source: str  # "ss" | "/proc/net/tcp"
     sysctl: PortSysctl | None
 
 
 def probes(node, params) -> dict[str, Probe]:
-    return {**env_comm.probes(node, params), LISTEN_PROBE: cmd(sockets.LISTEN_CMD), SYSCTL_PROBE: cmd(sockets.SYSCTL_CMD)}
+    return {LISTEN_PROBE: cmd(sockets.LISTEN_CMD), SYSCTL_PROBE: cmd(sockets.SYSCTL_CMD)}
 
 
-def followup(outputs, node, params):
-    return env_comm.followup(outputs, node, params)  # the MASTER_ADDR probe: is this the master?
-
-
-def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    comm = env_comm.parse(outputs)
+def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
+    comm = used.get("env.comm")
+    if comm is None:
+        raise ParseError("the launch environment: env.comm was not gathered on this node")
     out = outputs.get(LISTEN_PROBE)
     if out is None:
         raise ParseError("listening sockets: probe not run")

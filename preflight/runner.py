@@ -19,11 +19,9 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from .engine import assemble
-from .engine.batches import run_batch  # noqa: F401 - the batch API tests and benchmarks call
 from .engine.cluster_phase import ClusterPhase
 from .engine.mode import RunMode
 from .engine.node_phase import NodePhase
-from .engine.outcomes import ProbesNotRun  # noqa: F401 - job/ and the tests read it here
 from .engine.selection import Selection, validate_parameters
 from .engine.state import NodeRun, Shared
 from .inventory import Inventory

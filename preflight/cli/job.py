@@ -163,7 +163,8 @@ def _shared_files(inventory: str, ssh_config: str | None) -> dict[str, tuple[str
 
 def _plan_and_apply(inv, inventory: str, ssh_config: str | None, out_dir: str, apply_: bool, forks: int) -> None:
     from ..checkapi import Probe, cmd
-    from ..checks import env_comm, net_ports
+    from ..job import ENV_COMM, NET_PORTS, check
+    env_comm, net_ports = check(ENV_COMM), check(NET_PORTS)
     from ..job import fix as fixmod, fixplan
     from ..job.remote import run_each
     from ..runner import Options, Runner

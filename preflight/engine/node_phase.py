@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 from .. import backend as backends
 from ..checkapi import Finding, Probe
@@ -78,7 +79,8 @@ class NodePhase:
 
     def gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
         """Round 1 (every check's probes), round 2 (follow-ups), then each check's facts: what
-        parse() made of its outputs, or why it could not (kept as the check's error)."""
+        parse() made of its outputs, or why it could not (kept as the check's error). `checks`
+        come in the selection's order, each after those it USES, whose facts its parse receives."""
         sh = self.shared
         node, session = run.node, run.session  # the cut may close (and clear) run.session meanwhile
         every = sh.selection.every
@@ -98,7 +100,10 @@ class NodePhase:
                 run.facts[c.id] = denied
                 continue
             try:
-                run.facts[c.id] = c.module.parse(run.outputs[c.id])
+                if c.scope == "node" and c.uses:
+                    run.facts[c.id] = c.module.parse(run.outputs[c.id], used(run, c))
+                else:
+                    run.facts[c.id] = c.module.parse(run.outputs[c.id])
             except Exception as exc:  # noqa: BLE001 - kept as the check's error result
                 run.facts[c.id] = exc
 
@@ -156,3 +161,17 @@ class NodePhase:
             if statuses and worst(statuses) in (Status.FAIL, Status.ERROR):
                 return f"blocked by {dep} ({worst(statuses).value}) on this node"
         return None
+
+
+def used(run: NodeRun, info: CheckInfo) -> dict[str, Any]:
+    """The facts of the checks a node check USES, for its parse (check id -> facts; a check not
+    gathered on this node is absent). A used check whose facts could not be read is this check's
+    error too (raised: its probes not run, its output unreadable), as if it had read them itself."""
+    out = {}
+    for cid in info.uses:
+        facts = run.facts.get(cid)
+        if isinstance(facts, BaseException):
+            raise facts
+        if facts is not None:
+            out[cid] = facts
+    return out

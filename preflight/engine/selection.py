@@ -17,16 +17,17 @@ class Selection:
     every: Mapping[str, CheckInfo]  # every check discovered (a reported id always has its CheckInfo here)
     reported: tuple[str, ...]  # the checks whose results the report holds
     active: tuple[str, ...]  # the checks gathered: the reported ones and what they USE or REQUIRE
-    node_checks: tuple[CheckInfo, ...]  # the active checks with probes (ssh.connect sends none)
+    node_checks: tuple[CheckInfo, ...]  # the active checks with probes (ssh.connect sends none), each after
+    #                                    those it USES: gathering order, so their facts are parsed first
     ordered: tuple[CheckInfo, ...]  # the same, each after those it REQUIRES: evaluation order
     cluster: tuple[CheckInfo, ...]  # the active cluster checks
     plans: bool  # a reported cluster check plans probes: sessions may be kept for its rounds
 
     @classmethod
     def of(cls, every: Mapping[str, CheckInfo], active: list[str], reported: list[str]) -> "Selection":
-        checks = [every[c] for c in active if c != CONNECT_ID and every[c].has("probes")]
+        checks = first([every[c] for c in active if c != CONNECT_ID and every[c].has("probes")], "uses")
         plans = any(every[c].scope == "cluster" and every[c].has("plan") for c in reported)
-        return cls(every, tuple(reported), tuple(active), tuple(checks), tuple(requires_first(checks)),
+        return cls(every, tuple(reported), tuple(active), tuple(checks), tuple(first(checks, "requires")),
                    tuple(every[c] for c in active if every[c].scope == "cluster"), plans)
 
     def reports(self, check_id: str) -> bool:
@@ -61,8 +62,9 @@ def _below_top(node: Node, inv: Inventory) -> dict[str, dict[str, Any]]:
             for cid, params in node.params.items()}
 
 
-def requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:
-    """Evaluation order in which every check comes after those it REQUIRES (depth first)."""
+def first(checks: list[CheckInfo], after: str) -> list[CheckInfo]:
+    """The checks in an order in which each comes after those it names in `after` ("requires":
+    evaluation order; "uses": parsing order), depth first, otherwise in the given order."""
     by_id = {c.id: c for c in checks}
     out: list[CheckInfo] = []
     seen: set[str] = set()
@@ -71,7 +73,7 @@ def requires_first(checks: list[CheckInfo]) -> list[CheckInfo]:
         if c.id in seen:
             return
         seen.add(c.id)
-        for dep in c.requires:
+        for dep in getattr(c, after):
             if dep in by_id:
                 visit(by_id[dep])
         out.append(c)

@@ -22,11 +22,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..checks import env_comm, ib_link, net_ports, npu_health  # whose facts the values are (by module, not by id text)
+from . import ENV_COMM, IB_LINK, NET_PORTS, NPU_HEALTH, check
 from ..model import NodeStateKind, Report, Status
 from ..registry import CONNECT_ID
 
 # The checks whose facts the environment is derived from, in the order a refusal names them.
+env_comm, net_ports, npu_health, ib_link = (check(c) for c in (ENV_COMM, NET_PORTS, NPU_HEALTH, IB_LINK))
 DERIVED_FROM = (env_comm.ID, net_ports.ID, npu_health.ID, ib_link.ID)
 MASTER_PORT_FIRST, MASTER_PORT_LAST = 29500, 29999  # torchrun's default, and where to look after it
 

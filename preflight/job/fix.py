@@ -31,8 +31,10 @@ from typing import Any, Mapping
 
 from ..checkapi import Shell, sh
 from ..checkhelpers import seq
-from ..checks import env_comm, net_ports
 from ..net import iproute
+from . import ENV_COMM, NET_PORTS, check
+
+env_comm, net_ports = check(ENV_COMM), check(NET_PORTS)  # their rules and port plan, by id
 
 FIXED_VARS = ("HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 PER_NODE_VARS = ("HCCL_IF_IP",)  # an address of one node: never written into a file other nodes list

@@ -24,11 +24,15 @@ Pairwise tests (net.ping_mesh, hccn.ping_mesh; endpoints may be nodes or (node, 
     b.blamed            # {"a"}: every endpoint to name (blamed endpoints plus both ends of b.pairs)
     b.failures_of("a")  # [("a", "b"), ("a", "c")]: the failed pairs that touch "a"
 
+Which pairs to test on a big cluster: spread_pairs(names, max_pairs), every endpoint testing and
+tested by the same number of peers.
+
 Pairs are unordered (("a", "b") is ("b", "a")); merge directions before calling when a test is
 directed (a pair fails when either direction fails).
 """
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Generic, Hashable, Iterable, Mapping, TypeVar
@@ -130,3 +134,14 @@ def blame_pairs(
         remaining_failed = {p for p in remaining_failed if worst not in p}
     pairs = tuple(sorted(remaining_failed, key=repr))
     return PairBlame(tuple(blamed), pairs, frozenset(failed_set))
+
+
+def spread_pairs(names: list[str], max_pairs: int) -> list[tuple[str, str]]:
+    """Ordered (src, dst) pairs to test: all of them, or k evenly spread ring offsets when sampling
+    (`max_pairs`), so each endpoint tests k peers and is tested by k peers (what blame_pairs needs)."""
+    n = len(names)
+    if n < 2:
+        return []
+    k = n - 1 if not max_pairs or max_pairs >= n * (n - 1) else max(1, max_pairs // n)
+    offsets = sorted({1 + math.floor(j * (n - 1) / k) for j in range(k)})
+    return [(names[i], names[(i + off) % n]) for i in range(n) for off in offsets]

@@ -9,7 +9,7 @@ import pytest
 
 from preflight.checkapi import ClusterContext, CommandOutput, Status
 from preflight.checks import ckpt_resume as check
-from preflight.job import ckpt
+from preflight.megatron import ckpt
 from preflight.node import Node
 from tests.job.trees import megatron_tree
 

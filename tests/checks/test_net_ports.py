@@ -1,7 +1,7 @@
 """net.ports on `ss -ltnp` and /proc/net/tcp texts captured on the test machine (tests/net/test_helpers.py)."""
 import pytest
 
-from preflight.checks import net_ports as P
+from preflight.checks import env_comm, net_ports as P
 from preflight.checkapi import CommandOutput, ParseError, Status
 from preflight.node import Node
 from tests.checks.test_env_comm import ROUTE_LOCAL, ROUTE_OK, env0, master_out
@@ -22,7 +22,7 @@ def run(env, listen=SS_HEADER, sysctl=SYSCTL_RESERVED, master=True, params=None,
             P.LISTEN_PROBE: CommandOutput(stdout=listen), P.SYSCTL_PROBE: CommandOutput(stdout=sysctl)}
     if "MASTER_ADDR" in env:
         outs["master_addr"] = master_out((env["MASTER_ADDR"],), ROUTE_LOCAL if master else ROUTE_OK)
-    (f,) = P.evaluate(P.parse(outs), {**P.DEFAULTS, **(params or {})}, node)
+    (f,) = P.evaluate(P.parse(outs, {"env.comm": env_comm.parse(outs)}), {**P.DEFAULTS, **(params or {})}, node)
     return f
 
 

@@ -16,7 +16,8 @@ from preflight.checkapi import ClusterContext, Finding, ParseError, Probe, cmd
 from preflight.inventory import load
 from preflight.model import CommandOutput, NodeStateKind, Status
 from preflight.registry import CheckInfo
-from preflight.runner import Options, Runner, run_batch
+from preflight.engine.batches import run_batch
+from preflight.runner import Options, Runner
 from preflight.transport import ConnectError, unfinished
 from preflight.transport.local import LocalTransport
 
@@ -29,12 +30,12 @@ def module(name: str, **attrs) -> types.ModuleType:
     return m
 
 
-def node_check(cid: str, probes=None, parse=None, evaluate=None, requires=(), defaults=None) -> CheckInfo:
+def node_check(cid: str, probes=None, parse=None, evaluate=None, requires=(), defaults=None, uses=()) -> CheckInfo:
     probes = probes or (lambda node, params: {"hello": cmd("echo hello")})
     parse = parse or (lambda outs: {k: o.stdout.strip() for k, o in outs.items()})
     evaluate = evaluate or (lambda facts, params, node: [Finding(Status.PASS, f"{cid} saw {facts}")])
-    return CheckInfo(cid, "node", module(cid, probes=probes, parse=parse, evaluate=evaluate), tuple(requires), (),
-                     dict(defaults or {}))
+    return CheckInfo(cid, "node", module(cid, probes=probes, parse=parse, evaluate=evaluate), tuple(requires),
+                     tuple(uses), dict(defaults or {}))
 
 
 def cluster_check(cid: str, evaluate, uses=(), plan=None) -> CheckInfo:
@@ -216,6 +217,33 @@ def test_no_finding_is_an_error(checks, inventory):
     checks(node_check("fake.empty", evaluate=lambda f, p, n: []))
     r = one(Runner(inventory("n1"), LocalTransport(), Options()).run(), "fake.empty", "n1")
     assert r.status is Status.ERROR
+
+
+# ---------------------------------------------------------------- USES (node checks)
+
+def test_a_node_check_receives_the_facts_of_the_checks_it_uses(checks, inventory):
+    """Parsed first whatever the id order, handed to parse(outputs, used); the used check's probes
+    run though it is not reported (registry.select's USES closure)."""
+    def parse(outs, used):
+        return {"own": outs["mine"].stdout.strip(), "used": used}
+
+    checks(node_check("fake.a", probes=lambda n, p: {"mine": cmd("echo mine")}, parse=parse, uses=("fake.z",)),
+           node_check("fake.z", probes=lambda n, p: {"base": cmd("echo base")}))
+    rep = Runner(inventory("n1"), LocalTransport(), Options(checks=["fake.a"])).run()
+    assert one(rep, "fake.a", "n1").summary == "fake.a saw {'own': 'mine', 'used': {'fake.z': {'base': 'base'}}}"
+    assert not [r for r in rep.results if r.check == "fake.z"]
+
+
+def test_a_used_check_that_cannot_be_read_is_the_users_error_too(checks, inventory):
+    def bad(outs):
+        raise ParseError("Chip ?? Alarm", "hello\n")
+
+    def parse(outs, used):
+        raise AssertionError("not called: the facts it uses could not be read")
+
+    checks(node_check("fake.a", parse=parse, uses=("fake.z",)), node_check("fake.z", parse=bad))
+    r = one(Runner(inventory("n1"), LocalTransport(), Options(checks=["fake.a"])).run(), "fake.a", "n1")
+    assert r.status is Status.ERROR and "could not read the output: Chip ?? Alarm" in r.summary
 
 
 # ---------------------------------------------------------------- REQUIRES
