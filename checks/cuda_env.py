@@ -27,15 +27,14 @@ unset CUDA_VISIBLE_DEVICES in the launch environment.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from preflight import launchenv
-from preflight.checkapi import Policy, Probe, cmd, sh, CommandOutput, Finding, ParseError, Status, passed, require_ok
-from preflight.checkhelpers import first_line, worst
+from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Status, passed
+from preflight.checkhelpers import worst
 from preflight.nvidia import nvidia_smi, probes as nv
+from preflight.nvidia.pyprobe import python_problem, python_probe, read_python
 
 ID = "cuda.env"
 SCOPE = "node"
@@ -97,28 +96,6 @@ def probes(node, params) -> dict[str, Probe]:
     return {nv.SMI_PROBE: cmd(nv.NVIDIA_SMI, where="host"), PY_PROBE: cmd(python_probe(node, SCRIPT), where="job")}
 
 
-def python_probe(node, script: str):
-    """`script` run by the node's python in its launch environment, after the line
-    `@@visible <CUDA_VISIBLE_DEVICES or @unset>` (shared with cuda.torch)."""
-    # ${CUDA_VISIBLE_DEVICES-@unset}: braces doubled, sh() fills {fields}
-    return launchenv.command(node, sh("echo \"@@visible ${{CUDA_VISIBLE_DEVICES-@unset}}\"; {py} -c {src}",
-                                      py=node.python, src=script))
-
-
-def read_python(out: CommandOutput | None, mark: str) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """(the script's JSON answer or None, why python gave none, CUDA_VISIBLE_DEVICES or None when unset)."""
-    py = require_ok(out, "python in the launch environment")
-    m = re.search(r"^@@visible (.*)$", py.stdout, re.M)
-    visible = None if not m or m.group(1) == "@unset" else m.group(1)
-    line = next((ln for ln in py.stdout.splitlines() if ln.startswith(mark)), None)
-    if line is None:
-        return None, first_line(py.stderr) or f"exit code {py.rc}", visible
-    try:
-        return json.loads(line[len(mark):]), None, visible
-    except ValueError:
-        raise ParseError(f"{mark.strip('@ ')}: the python probe printed an unreadable line", line) from None
-
-
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     smi = nv.read_smi(outputs, nv.SMI_PROBE, nv.NVIDIA_SMI)
     if isinstance(smi, Finding):
@@ -130,17 +107,6 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
 
 def _ver(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v or "")[:2])
-
-
-def python_problem(py: dict[str, Any] | None, python_error: str | None, node) -> tuple[Status, str, str] | None:
-    """The fail of a python that did not run or has no torch (shared with cuda.torch)."""
-    if py is None:
-        return (Status.FAIL, f"{node.python} did not run in the launch environment: {python_error}",
-                "Set `python:` for this node to the interpreter that has torch (e.g. /opt/conda/bin/python3)")
-    if py.get("error"):
-        return (Status.FAIL, f"torch not importable by {node.python}: {py['error']}",
-                f"Install torch with CUDA for this python: `{node.python} -m pip install torch`")
-    return None
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Status, passed
-from preflight.checks import cuda_env
+from preflight.nvidia.pyprobe import python_problem, python_probe, read_python
 from preflight.checkhelpers import worst
 
 ID = "cuda.torch"
@@ -65,17 +65,17 @@ class Facts:
 
 
 def probes(node, params) -> dict[str, Probe]:
-    return {PY_PROBE: cmd(cuda_env.python_probe(node, SCRIPT))}
+    return {PY_PROBE: cmd(python_probe(node, SCRIPT))}
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    return Facts(*cuda_env.read_python(outputs.get(PY_PROBE), MARK))
+    return Facts(*read_python(outputs.get(PY_PROBE), MARK))
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
     py = facts.python
     problems: list[tuple[Status, str, str]] = []
-    if (p := cuda_env.python_problem(py, facts.python_error, node)) is not None:
+    if (p := python_problem(py, facts.python_error, node)) is not None:
         problems.append(p)
     else:
         assert py is not None
