@@ -15,7 +15,7 @@ from preflight.inventory import load
 from preflight.model import Status
 from preflight.runner import Options, Runner
 from preflight.sim import render_hccn, render_npusmi
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 from preflight.transport.batch import NEEDS_ROOT, ProbeSpec
 from preflight.transport.hostkeys import KnownHosts
 from preflight.transport.ssh import SSHTransport

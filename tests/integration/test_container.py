@@ -20,7 +20,7 @@ from preflight.inventory import load
 from preflight.model import Status
 from preflight.runner import Options, Runner
 from preflight.sim import podman
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 from preflight.transport.hostkeys import KnownHosts
 from preflight.transport.ssh import SSHTransport
 from tests.job.trees import megatron_tree

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 
 pytestmark = requires_netns
 

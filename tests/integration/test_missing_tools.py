@@ -16,7 +16,7 @@ from preflight import runner
 from preflight.checks import env_comm
 from preflight.model import Status
 from preflight.net import iproute
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 from preflight.transport.ssh import SSHTransport
 
 pytestmark = requires_netns

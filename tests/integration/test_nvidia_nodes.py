@@ -19,7 +19,7 @@ import sys
 import pytest
 import yaml
 
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 
 pytestmark = requires_netns
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from preflight.sim import ranktable as sim_ranktable
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 
 pytestmark = requires_netns
 SPEC = {"nodes": [{"name": f"node0{i}", "layout": "A3"} for i in (1, 2, 3)]}

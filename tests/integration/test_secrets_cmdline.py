@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 
 pytestmark = requires_netns
 SIM_SPEC = {"cluster": "secrets", "nodes": [{"name": "rootnode"},

@@ -11,7 +11,7 @@ import pytest
 from preflight import inventory as inv_mod
 from preflight import runner
 from preflight.model import Status
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 from preflight.transport.ssh import SSHTransport
 from tests.job.conftest import write_inventory
 from tests.job.trees import megatron_tree

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from preflight.sim import netns
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 from tests.job.conftest import write_inventory
 
 pytestmark = requires_netns

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 from tests.job.conftest import write_inventory
 
 pytestmark = requires_netns

@@ -13,7 +13,7 @@ import yaml
 
 from preflight.sim import Cluster
 from preflight.sim import netns as simnet
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 from preflight.sim.record import tag_for
 
 ROOT = Path(__file__).resolve().parents[2]

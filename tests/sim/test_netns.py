@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from preflight.sim import Cluster, render_npusmi
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 
 from .sshutil import Shell
 

@@ -13,7 +13,7 @@ import psutil
 from preflight.sim import netns as simnet
 from preflight.sim import procs
 from preflight.sim.cluster import Cluster
-from preflight.sim.fixtures import requires_netns
+from tests.simfixtures import requires_netns
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def test_fails_with_a_cluster_up(sim_cluster):
 
 def test_session_teardown_leaves_nothing(tmp_path: Path) -> None:
     (tmp_path / "test_inner.py").write_text(INNER)
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["preflight.sim.fixtures"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.simfixtures"]\n')
     out = tmp_path / "out.json"
     mode = "netns" if simnet.available()[0] else "loopback"
     env = dict(os.environ, PYTHONPATH=str(ROOT), INNER_OUT=str(out), INNER_MODE=mode)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from preflight.sim import slurm as sim_slurm
-from preflight.sim.fixtures import requires_slurm
+from tests.simfixtures import requires_slurm
 
 pytestmark = requires_slurm
 SLURM_SPEC = {"nodes": 4}

@@ -20,7 +20,7 @@ import yaml
 from preflight.inventory import load
 from preflight.sim import procs
 from preflight.sim import slurm as sim_slurm
-from preflight.sim.fixtures import requires_slurm
+from tests.simfixtures import requires_slurm
 from preflight.transport.batch import ProbeSpec
 from preflight.transport.slurm import SrunTransport
 

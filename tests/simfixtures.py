@@ -1,5 +1,7 @@
 """pytest fixtures for simulated clusters (loaded by tests/conftest.py via pytest_plugins).
 
+They live with the tests, not in the package: nothing under preflight/ imports pytest.
+
 Why a factory: bring-up costs ~0.1 s per node, so a module builds its cluster once and shares it;
 the factory tears every cluster down at the end of the session even when tests fail, and
 `requires_netns` skips (with the reason) where root or `ip netns` is missing.
@@ -14,9 +16,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import netns, sshd
-from . import slurm as sim_slurm
-from .cluster import Cluster
+from preflight.sim import netns, sshd
+from preflight.sim import slurm as sim_slurm
+from preflight.sim.cluster import Cluster
 
 _serial = itertools.count()
 
