@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE.parent))
 from preflight.checkapi import CommandOutput, ParseError  # noqa: E402
 from preflight.checks import cuda_env, cuda_torch, gpu_health, gpu_idle, gpu_topology, ib_link  # noqa: E402
 from preflight.node import Node  # noqa: E402
-from preflight.nvidia import nvidia_smi  # noqa: E402
+from preflight.nvidia import nvidia_smi, smi_xml  # noqa: E402
 from preflight.transport.clean import clean  # noqa: E402
 
 CHECKS = (gpu_health, gpu_idle, gpu_topology, ib_link, cuda_env, cuda_torch)
@@ -46,9 +46,10 @@ CSV_FIELDS = ("index", "name", "pci.bus_id", "driver_version", "uuid", "memory.t
 EXTRA = {
     "query_gpu_csv": f"nvidia-smi --query-gpu={','.join(CSV_FIELDS)} --format=csv,noheader,nounits",
     "query_gpu_csv_header": f"nvidia-smi --query-gpu={','.join(CSV_FIELDS)} --format=csv",
+    "nvidia_smi_q_text": "nvidia-smi -q",  # the checks' -q probe asks for XML first: the text form too, a pair
 }
 # probe name -> fixture file stem (tests/fixtures/nvidia naming: <command>__<hardware>__<source>.txt)
-FIXTURE_STEMS = {"nvidia_smi": "nvidia-smi", "nvidia_smi_q": "nvidia-smi_-q", "nvidia_smi_topo": "nvidia-smi_topo_-m",
+FIXTURE_STEMS = {"nvidia_smi": "nvidia-smi", "nvidia_smi_q": "nvidia-smi_-q_-x", "nvidia_smi_q_text": "nvidia-smi_-q", "nvidia_smi_topo": "nvidia-smi_topo_-m",
                  "nvidia_smi_nvlink": "nvidia-smi_nvlink_-s", "query_gpu_csv": "nvidia-smi_query-gpu_csv_noheader_nounits",
                  "query_gpu_csv_header": "nvidia-smi_query-gpu_csv"}
 TIMEOUT_S = 90
@@ -87,7 +88,7 @@ def capture(out: Path) -> None:
             "uname": os.uname().release}
     q = cap / "nvidia_smi_q.out"
     try:
-        report = nvidia_smi.parse_query(q.read_text())
+        report = smi_xml.read_query(q.read_text())
         meta.update(driver=report.driver_version, cuda=report.cuda_version, gpus=len(report.gpus),
                     model=report.gpus[0].name if report.gpus else None)
     except (OSError, ParseError) as exc:
@@ -128,7 +129,7 @@ def evaluate(out: Path, devices: int | None = None) -> list[dict]:
     outputs = {p.stem: o for p in sorted(cap.glob("*.rc")) if (o := _output(cap, p.stem)) is not None}
     if devices is None:
         try:
-            devices = len(nvidia_smi.parse_query(outputs["nvidia_smi_q"].stdout).gpus)
+            devices = len(smi_xml.read_query(outputs["nvidia_smi_q"].stdout).gpus)
         except (KeyError, ParseError):
             devices = 8
     node = _probe_node(devices)

@@ -41,7 +41,7 @@ from typing import Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
 from preflight.checkhelpers import worst
-from preflight.nvidia import kernlog, nvidia_smi, probes as nv, xid
+from preflight.nvidia import kernlog, nvidia_smi, probes as nv, smi_xml, xid
 
 ID = "gpu.health"
 SCOPE = "node"
@@ -102,10 +102,10 @@ def probes(node, params) -> dict[str, Probe]:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    out = nv.read_smi(outputs, nv.QUERY_PROBE, nv.NVIDIA_SMI_Q)
+    out = nv.read_smi(outputs, nv.QUERY_PROBE, nv.QUERY_LABEL)
     if isinstance(out, Finding):
         return Facts(tool_error=out)
-    report = nvidia_smi.parse_query(out.stdout)
+    report = smi_xml.read_query(out.stdout)
     if report.attached is not None and report.attached != len(report.gpus):
         raise ParseError(f"nvidia-smi -q: 'Attached GPUs : {report.attached}' but {len(report.gpus)} GPU "
                          f"block(s) printed (output cut short)", out.stdout[-2000:])

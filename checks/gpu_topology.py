@@ -30,7 +30,7 @@ from typing import Mapping
 
 from preflight.checkapi import Policy, Finding, Metric, ParseError, Probe, CommandOutput, Status, cmd, passed, sh, skipped
 from preflight.checkhelpers import first_line
-from preflight.nvidia import nvidia_smi, probes as nv, topology
+from preflight.nvidia import probes as nv, smi_xml, topology
 
 ID = "gpu.topology"
 SCOPE = "node"
@@ -82,7 +82,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     nvswitch = False
     if q is not None and q.ok:
         try:
-            report = nvidia_smi.parse_query(q.stdout)
+            report = smi_xml.read_query(q.stdout)
         except ParseError:
             report = None  # gpu.health reports an unreadable -q
         nvswitch = bool(report) and any(g.fabric[0] not in (None, "N/A") for g in report.gpus)

@@ -25,7 +25,9 @@ from ..checkhelpers import first_line
 from .kernlog import RULE_FILTER
 
 NVIDIA_SMI = sh("nvidia-smi")
-NVIDIA_SMI_Q = sh("nvidia-smi -q")
+# NVIDIA's machine interface first (preflight/nvidia/smi_xml.py), the text form where -x fails
+NVIDIA_SMI_Q = sh("nvidia-smi -q -x 2>/dev/null || nvidia-smi -q")
+QUERY_LABEL = "nvidia-smi -q"  # what a finding calls that probe
 SMI_PROBE, QUERY_PROBE, KERNEL_PROBE, IB_PROBE = "nvidia_smi", "nvidia_smi_q", "kernel_log", "ib_ports"
 ROCE_PROBE = "roce_netdevs"
 # the lines preflight/nvidia/kernlog.py reads (its RULE_FILTER words), the last 500 of them
