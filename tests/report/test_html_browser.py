@@ -179,3 +179,33 @@ def test_nothing_is_requested_from_the_network(page, tmp_path):
     canary.write_text('<!DOCTYPE html><img src="http://preflight-canary.invalid/x.png">', encoding="utf-8")
     assert _page_requests(tmp_path, canary.as_uri()) == ["http://preflight-canary.invalid/x.png"]
     assert _page_requests(tmp_path, path.as_uri()) == []
+
+
+def test_csp_allows_the_pages_own_script_by_hash_only(page):
+    """script-src holds the sha256 of the one inline script, and no 'unsafe-inline'."""
+    import base64
+    import hashlib
+
+    _, path = page
+    text = path.read_text(encoding="utf-8")
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', text).group(1)
+    scripts = dict(part.strip().split(" ", 1) for part in csp.split(";"))["script-src"]
+    code = re.findall(r"<script>(.*?)</script>", text, re.S)
+    assert len(code) == 1 and "unsafe-inline" not in scripts
+    assert scripts == "'sha256-" + base64.b64encode(hashlib.sha256(code[0].encode()).digest()).decode() + "'"
+
+
+@needs_chromium
+def test_an_injected_script_is_refused_by_the_browser(page, tmp_path):
+    """Were escaping ever to fail: a <script> and an event handler put into the page do not run in
+    chromium, while the page's own script still does."""
+    _, path = page
+    injected = ('<script>document.body.dataset.injected="script"</script>'
+                '<img src="data:," onerror="document.body.dataset.handler=\'ran\'">')
+    bad = tmp_path / "injected.html"
+    bad.write_text(path.read_text(encoding="utf-8").replace("</header>", injected + "</header>", 1), encoding="utf-8")
+    r = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", bad.as_uri())
+    dom = Cells()
+    dom.feed(r.stdout)
+    assert dom.body.get("data-rendered") == "yes", "the page's own script did not run"
+    assert "data-injected" not in dom.body and "data-handler" not in dom.body, dom.body
