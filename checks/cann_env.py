@@ -41,7 +41,7 @@ from typing import Mapping
 
 from preflight import launchenv
 from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed, require_ok, sh
-from preflight.checkhelpers import Shell
+from preflight.checkhelpers import Shell, q
 from preflight.ascend import versions
 
 ID = "cann.env"
@@ -219,7 +219,7 @@ def _install_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
     found = []
     if facts.set_env_rc not in (0, None):
         found.append((Status.FAIL, f"sourcing {facts.set_env_path} exited with {facts.set_env_rc}",
-                      f"Run `bash -c 'source {facts.set_env_path}'` on the node and fix the error it prints"))
+                      f"Run `bash -c {q('source ' + q(facts.set_env_path))}` on the node and fix the error it prints"))
     for var in TOOLKIT_VARS:
         value = facts.env.get(var, "")
         if var not in facts.existing_dirs:
@@ -282,13 +282,13 @@ def _launch_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
     if not sourced and facts.set_env_path:
         found.append((Status.WARN, "launch environment does not have the CANN toolkit sourced "
                       "(ASCEND_TOOLKIT_HOME unset or its lib64 not in LD_LIBRARY_PATH)",
-                      f"Add `source {facts.set_env_path}` to an env_files script of the inventory, or at the "
+                      f"Add `source {q(facts.set_env_path)}` to an env_files script of the inventory, or at the "
                       f"top of ~/.bashrc before its interactive-only guard"))
     home = _home(node)
     absent = [f"{home}/{d}" for d in DRIVER_LIB_DIRS if f"{home}/{d}" not in libs]
     if absent:
         found.append((Status.WARN, f"launch environment LD_LIBRARY_PATH lacks the driver's {' '.join(absent)}",
-                      f"Add `export LD_LIBRARY_PATH={':'.join(absent)}:$LD_LIBRARY_PATH` to the launch "
+                      f"Add `export LD_LIBRARY_PATH={q(':'.join(absent))}:\"$LD_LIBRARY_PATH\"` to the launch "
                       f"environment (an env_files script, or ~/.bashrc before its interactive-only guard)"))
     return found
 

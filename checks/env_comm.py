@@ -270,7 +270,7 @@ def rule_if_ip(facts: Facts, params, node) -> list[Problem]:
         return _fail(f"HCCL_IF_IP={value} is a loopback address: other nodes cannot reach it", fix)
     if not owner.up:
         return _fail(f"HCCL_IF_IP={value} is on {owner.name}, which is {owner.state()}, expected UP",
-                     f"bring the interface up: `ip link set {owner.name} up` (check the cable/switch port)")
+                     f"bring the interface up: `ip link set {q(owner.name)} up` (check the cable/switch port)")
     return []
 
 
@@ -311,7 +311,7 @@ def rule_gloo(facts: Facts, params, node) -> list[Problem]:
         elif not iface.up or not iface.addresses(facts.family):
             problems += _fail(f"GLOO_SOCKET_IFNAME={value}: {name} is {iface.state()} with "
                               f"{'no address' if not iface.addresses(facts.family) else 'an address'}, expected UP with an address",
-                              f"bring {name} up and address it (`ip link set {name} up`), or name another interface")
+                              f"bring {name} up and address it (`ip link set {q(name)} up`), or name another interface")
         elif iface.loopback:
             problems += _fail(f"GLOO_SOCKET_IFNAME={value}: {name} is loopback; other nodes cannot reach it", fix)
     return problems
@@ -336,7 +336,7 @@ def rule_agree(facts: Facts, params, node) -> list[Problem]:
             problems += _fail(
                 f"HCCL_IF_IP={if_ip} is on {owner.name} but HCCL_SOCKET_IFNAME={facts.env['HCCL_SOCKET_IFNAME']} "
                 f"selects {', '.join(i.name for i in picked) or 'nothing'}; HCCL_IF_IP wins, the two disagree",
-                f"make them name the same NIC (`export HCCL_SOCKET_IFNAME={owner.name}`) or unset one", Status.WARN)
+                f"make them name the same NIC (`export HCCL_SOCKET_IFNAME={q(owner.name)}`) or unset one", Status.WARN)
     gloo = facts.gloo_iface
     comm = facts.comm(getattr(node, "backend", "ascend"))
     g = facts.iface(gloo) if gloo else None
@@ -345,7 +345,7 @@ def rule_agree(facts: Facts, params, node) -> list[Problem]:
         if net is None or not any(ipaddress.ip_address(a.ip) in net for a in g.addresses(facts.family)):
             problems += _fail(
                 f"GLOO_SOCKET_IFNAME={gloo} is not on the HCCL network ({comm.iface} {comm.ip}, {net})",
-                f"point both at the training NIC: `export GLOO_SOCKET_IFNAME={comm.iface}`", Status.WARN)
+                f"point both at the training NIC: `export GLOO_SOCKET_IFNAME={q(comm.iface)}`", Status.WARN)
     return problems
 
 
@@ -570,7 +570,7 @@ def rule_nccl_ib_hca(facts: Facts, params, node) -> list[Problem]:
         for p in matched:
             if not p.up:
                 problems += _fail(f"NCCL_IB_HCA={value}: {p.name} is {p.state}/{p.phys_state}, expected Active/LinkUp",
-                                  f"check the cable and switch port of {p.name} (`ibstat {p.ca}`), or leave it out of NCCL_IB_HCA")
+                                  f"check the cable and switch port of {p.name} (`ibstat {q(p.ca)}`), or leave it out of NCCL_IB_HCA")
     return problems
 
 

@@ -21,7 +21,7 @@ from typing import Mapping
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, CommandOutput, Finding, Probe, Status, cmd, passed, require_ok, tool_failure
-from preflight.checkhelpers import first_line
+from preflight.checkhelpers import first_line, q
 from preflight.ascend import hccn
 
 ID = "hccn.ip"
@@ -136,6 +136,6 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         return [passed(f"{len(facts.devices)} devices have an IP and netmask{where}", ips=ips)]
     ids = " ".join(str(i) for i in bad)
     return conf + [common.device_finding(Status.FAIL, bad, facts.chips, ips=ips, remediation=(
-        f"Set the IP of device(s) {ids} with `{node.hccn_tool} -i N -ip -s address <ip> "
+        f"Set the IP of device(s) {ids} with `{q(node.hccn_tool)} -i N -ip -s address <ip> "
         f"netmask <mask>` and make {ascend.HCCN_CONF} agree (address_N=<ip>, "
-        f"netmask_N=<mask>); check with `{node.hccn_tool} -i N -ip -g`"))]
+        f"netmask_N=<mask>); check with `{q(node.hccn_tool)} -i N -ip -g`"))]

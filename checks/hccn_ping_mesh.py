@@ -29,7 +29,7 @@ from typing import Any
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Status, cmd, passed, sh
-from preflight.checkhelpers import Shell, seq, worst
+from preflight.checkhelpers import Shell, seq, worst, q
 from preflight.net import ping
 from preflight.net.blame import blame_pairs, spread_pairs
 from preflight.ascend import hccn
@@ -220,7 +220,7 @@ def _findings(status: Status, bad: list[PairResult], tested: list[PairResult], i
         parts = ([f"device(s) {', '.join(map(str, alone))} fail with most peers"] if alone else []) + \
                 ([f"device(s) {', '.join(map(str, paired))} in isolated bad pairs"] if paired else [])
         chips = getattr(ctx.facts.get(node, {}).get("hccn.ip"), "chips", {}) or {}
-        tool = ctx.nodes[node].hccn_tool
+        tool = q(ctx.nodes[node].hccn_tool)
         d0 = sorted(devs)[0]
         fix = (f"on {node} check device {d0}: `{tool} -i {d0} -link -g`, `-ip -g`, `-gateway -g`, `-optical -g`, "
                f"and the switch port/ACL toward its peers; retry `{tool} -i {d0} -ping -g address <peer ip>`")

@@ -25,7 +25,7 @@ from typing import Mapping
 
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Status, passed, require_ok, tool_failure
-from preflight.checkhelpers import first_line, worst
+from preflight.checkhelpers import first_line, worst, q
 from preflight.ascend import fault_codes, npu_smi
 
 ID = "npu.health"
@@ -120,7 +120,7 @@ def _tool_failure(facts: Facts, node) -> Finding:
                             output=facts.tool_error, remediation="Install the Ascend driver package (it ships /usr/local/bin/npu-smi), "
                                    "or add its directory to PATH for non-interactive SSH shells")
     fix = next((f for needle, f in FIXES if needle in facts.tool_error),
-               DEFAULT_FIX.format(home=node.ascend_home))
+               DEFAULT_FIX.format(home=q(node.ascend_home)))
     return tool_failure(f"npu-smi info failed: {facts.tool_error}", fix, output=facts.tool_error)
 
 

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from preflight.checkapi import (Policy, ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
                                 require_ok, sh)
-from preflight.checkhelpers import Shell, worst
+from preflight.checkhelpers import Shell, worst, q
 from preflight.net.blame import consensus
 
 ID = "storage.consistency"
@@ -290,7 +290,8 @@ def judge_path(ctx: ClusterContext, i: int) -> PathVerdict:
 
 def _fix(path: str, good: list[str]) -> str:
     src = good[0] if good else "<a node in the majority>"
-    return f"Copy the data from {src}: `rsync -a --checksum {src}:{path}/ {path}/` (or rebuild the dataset index cache on every node)."
+    return (f"Copy the data from a node in the majority: `rsync -a --checksum {q(src + ':' + path + '/')} {q(path + '/')}` "
+            "(or rebuild the dataset index cache on every node).")
 
 
 def evaluate(ctx: ClusterContext) -> list[Finding]:

@@ -130,18 +130,18 @@ def _problems(d: DataPath, user: str) -> list[tuple[str, str]]:
     """(what is wrong, how to fix it) for one data path; empty when it is fine."""
     p = q(d.path)
     if d.state == "missing":
-        return [(f"data path {d.path} does not exist", f"Copy the dataset to {d.path} on this node (`rsync -a <good node>:{d.path}/ {d.path}/`) or mount the shared filesystem.")]
+        return [(f"data path {d.path} does not exist", f"Copy the dataset to {d.path} on this node (`rsync -a <good node>:{q(d.path + '/')} {q(d.path + '/')}`) or mount the shared filesystem.")]
     if d.state == "broken_link":
         return [(f"data path {d.path} is a broken symbolic link", f"Point the link at the dataset: `ls -l {p}` and `ln -sfn <target> {p}`.")]
     found = []
     if not d.readable or (d.kind == "dir" and not d.traversable):
         mode = "read" if not d.readable else "traverse (x)"
         found.append((f"data path {d.path} is not readable by {user}: cannot {mode} it",
-                      f"Grant read access: `chmod a+rX {p}` or `setfacl -m u:{user}:rX {p}`."))
+                      f"Grant read access: `chmod a+rX {p}` or `setfacl -m {q(f'u:{user}:rX')} {p}`."))
     if d.unreadable:
         shown = ", ".join(d.unreadable[:5]) + (" ..." if len(d.unreadable) > 5 else "")
         found.append((f"{len(d.unreadable)} entries under {d.path} not readable by {user}: {shown}",
-                      f"Grant read access below it: `chmod -R a+rX {p}` or `setfacl -R -m u:{user}:rX {p}`."))
+                      f"Grant read access below it: `chmod -R a+rX {p}` or `setfacl -R -m {q(f'u:{user}:rX')} {p}`."))
     if d.broken_links:
         found.append((f"broken symbolic links under {d.path}: {', '.join(d.broken_links[:5])}",
                       f"Repair or remove them: `find {p} -xtype l -ls`."))
@@ -149,7 +149,7 @@ def _problems(d: DataPath, user: str) -> list[tuple[str, str]]:
     if pairs:
         text = ", ".join(f"{have} without {miss}" for have, miss in pairs[:5])
         found.append((f"incomplete Megatron dataset under {d.path}: {text}",
-                      f"Copy the missing files from a node that has them (`rsync -a <good node>:{d.path}/ {d.path}/`) or rerun preprocessing on this node."))
+                      f"Copy the missing files from a node that has them (`rsync -a <good node>:{q(d.path + '/')} {q(d.path + '/')}`) or rerun preprocessing on this node."))
     return found
 
 

@@ -35,7 +35,7 @@ import preflight
 from preflight import launchenv
 from preflight.checkapi import (Policy, ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
                                 require_ok, sh)
-from preflight.checkhelpers import first_line, worst
+from preflight.checkhelpers import first_line, worst, q
 from preflight import backend as backends
 from preflight.net.blame import consensus
 
@@ -236,7 +236,7 @@ def _fix(field: str, want: str, python: str) -> str:
     label = FIELDS[field][0]
     if field in PACKAGES:
         pkg = "megatron-core" if field == "megatron_core" else field
-        return f"`{python} -m pip install {pkg}=={want}`" if want != ABSENT else f"uninstall {label} to match the other nodes"
+        return f"`{q(python)} -m pip install {q(f'{pkg}=={want}')}`" if want != ABSENT else f"uninstall {label} to match the other nodes"
     if field == "python":
         return f"point the inventory's python at a {want} interpreter"
     if field == "image":

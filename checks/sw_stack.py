@@ -40,7 +40,7 @@ import yaml
 import preflight
 from preflight import launchenv
 from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Probe, Status, cmd, passed, sh, skipped
-from preflight.checkhelpers import first_line, worst
+from preflight.checkhelpers import first_line, worst, q
 
 ID = "sw.stack"
 SCOPE = "cluster"
@@ -204,7 +204,7 @@ def _problems(name: str, node, s: Stack, job: Mapping[str, Any], table) -> list[
                     "point job.megatron_path at the Megatron-LM checkout (it holds megatron/core/package_info.py)"))
     elif s.megatron_branch and (m := BRANCH_RE.search(s.megatron_branch)) and m.group(1) != s.megatron:
         out.append((Status.WARN, f"Megatron-LM branch {s.megatron_branch} but package_info.py says {s.megatron_label}",
-                    f"check out one release in {mpath} (`git -C {mpath} status`)"))
+                    f"check out one release in {mpath} (`git -C {q(mpath)} status`)"))
     if getattr(node, "backend", "auto") == "nvidia":
         return out
     if s.adaptor is None:
