@@ -6,9 +6,9 @@
 #
 # Run from preflight's source tree at the repository root:
 #   OUT=/some/dir [WHEELS=dir-of-wheels] [PYTHON=python3] [TORCH_PYTHON=python-with-torch] sh bench/gpu_device_check.sh
-# Python: 3.8 or newer. The capture needs the standard library only; the gate needs click, PyYAML,
-# rich (with markdown-it-py, mdurl, pygments), orjson and ClusterShell: when one is missing and
-# WHEELS names a folder of wheels, they are installed from it (no network) under $OUT/site.
+# Python: 3.10 or newer (preflight's floor). The capture needs the standard library only; the gate needs click, PyYAML,
+# rich (with markdown-it-py, mdurl, pygments; typing_extensions on 3.10), orjson and ClusterShell: when one is missing and
+# WHEELS names a folder of wheels (for this node's Python and platform), they are unpacked under $OUT/site.
 # Everything lands under $OUT; bounded: about 6 minutes at most (each step under `timeout`).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,9 +29,11 @@ import importlib.util as u
 print(' '.join(m for m in ('click', 'yaml', 'rich', 'orjson', 'ClusterShell') if u.find_spec(m) is None))" 2>&1)
 log "missing python modules: ${missing:-none}"
 if [ -n "$missing" ] && [ -d "${WHEELS:-/nonexistent}" ]; then
-  timeout 120 "$PY" -m pip install --no-index --find-links "$WHEELS" --target "$OUT/site" \
-    click PyYAML rich orjson ClusterShell >"$OUT/pip.log" 2>&1
-  log "pip install from $WHEELS: rc $?"
+  # a wheel is a zip laid out as site-packages (PEP 427): unpacked, no pip and no network needed
+  timeout 120 "$PY" -c "import glob, sys, zipfile
+for w in sorted(glob.glob(sys.argv[2] + '/*.whl')):
+    zipfile.ZipFile(w).extractall(sys.argv[1]); print(w)" "$OUT/site" "$WHEELS" >"$OUT/wheels.log" 2>&1
+  log "wheels unpacked from $WHEELS into $OUT/site: rc $? ($(wc -l <"$OUT/wheels.log") files)"
   export PYTHONPATH="$PYTHONPATH:$OUT/site"
 fi
 
