@@ -52,6 +52,25 @@ def test_evaluate_runs_the_checks_parsers_on_a_capture_of_real_samples(tmp_path)
     assert "gpu.topology   pass" in p.stdout
 
 
+def test_evaluate_on_the_real_h200_captures_reads_xml_and_its_escaped_one_gpu_matrix(tmp_path):
+    """The real H200 node (driver 580) that once answered `error: no header row with GPU0`: its raw
+    captures, as gpu_capture.sh writes them (escapes and all), evaluate clean."""
+    cap = tmp_path / "captures"
+    cap.mkdir()
+    _write(cap, "nvidia_smi_q", fixture_body("nvidia-smi_-q_-x__H200_1gpu_580__real-capture.txt"))
+    _write(cap, "nvidia_smi", fixture_body("nvidia-smi__H200_1gpu_idle_580__real-capture.txt"))
+    _write(cap, "nvidia_smi_topo", fixture_body("nvidia-smi_topo_-m__H200_1gpu_ANSI_header_580__real-capture.txt"))
+    _write(cap, "nvidia_smi_nvlink", fixture_body("nvidia-smi_nvlink_-s__H200_1gpu_EMPTY_rc0_580__real-capture.txt"))
+    _write(cap, "kernel_log", "@@source dmesg\n")
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_capture.py"), "evaluate", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = _results(tmp_path)
+    assert r["gpu.health"]["status"] == "pass" and "1 GPUs healthy" in r["gpu.health"]["summary"]
+    assert "driver 580.159.04, CUDA 13.0" in r["gpu.health"]["summary"]
+    assert r["gpu.topology"]["status"] == "skip" and r["gpu.topology"]["summary"] == "1 GPU on this node: no GPU pair to judge"
+
+
 def test_the_whole_script_against_the_simulated_tools(tmp_path):
     node = tmp_path / "node"
     st = build_state(NodeSpec(name="gpu01", index=1, backend="nvidia"), "127.0.0.1", [], "255.0.0.0", "lo", "lo")
