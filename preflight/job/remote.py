@@ -15,16 +15,16 @@ from ..checkapi import Probe, Shell
 from ..model import CommandOutput
 from ..node import Node
 from ..transport import ConnectError, Transport
+from ..transport import wrapping
 from ..transport.batch import ProbeSpec
 
 
 def spec(node: Node, probe: Probe, timeout: float) -> ProbeSpec:
-    """The driver's form of one fix command: its privilege from the probe's declared need."""
+    """The driver's form of one fix command (transport.wrapping, the one place privilege is
+    decided): its privilege from the probe's declared need, on the host."""
     if not isinstance(probe, Probe) or not isinstance(probe.cmd, Shell):
         raise TypeError("run_each takes probes built by checkapi.cmd()/sh(), not shell text")
-    root = bool(probe.root)
-    return ProbeSpec("cmd", probe.cmd, probe.timeout or timeout, root=root,
-                     become=node.become_user if root and node.become == "sudo" else "")
+    return wrapping.spec(Probe(probe.cmd, probe.timeout or timeout, bool(probe.root), False), node, None, "cmd")
 
 
 def run_each(transport: Transport, commands: Mapping[str, tuple[Node, Probe]], timeout: float = 120.0,

@@ -7,6 +7,7 @@ cancelling leaves nothing running and no temp dir behind.
 from __future__ import annotations
 
 import glob
+import os
 import subprocess
 import threading
 import time
@@ -394,3 +395,29 @@ def test_terminal_escapes_and_stray_controls_never_reach_a_parser():
     printf = r"printf 'a\033[4mGPU0\033[0m\tb\033]0;title\007c\033]8;;x\033\\d\010e\007\r\n\000z'"
     got = local_run([ProbeSpec("p", printf + "; printf '\\033[31merr\\033[0m' >&2", 10)])["p"]
     assert got.stdout == "aGPU0\tbcde\r\n\x00z" and got.stderr == "err"
+
+
+@pytest.mark.parametrize("trap", ["$(touch {M})", "`touch {M}`", "; touch {M}; ", "' ; touch {M}; '",
+                                  "\" ; touch {M}; \"", "\ntouch {M}\n", "\x1b[31m\x07\r"])
+def test_the_driver_keeps_hostile_probe_text_and_become_user_as_data(tmp_path, trap):
+    """Issue 29 finding 1, at the transport: a value quoted into a probe by sh() (a node's or the
+    inventory's), and a hostile become user, pass through the real driver (stdin boot, pf line,
+    the probe's file, sudo's argv) as data: the probe prints the value back, nothing else runs."""
+    from preflight.checkapi import sh
+    marker = tmp_path / "M"
+    t = trap.replace("{M}", str(marker))
+    specs = [ProbeSpec("v", sh("printf %s {v}", v=t), 10),
+             ProbeSpec("r", sh("printf %s {v}", v=t), 10, root=True, become=f"u{t}")]
+    command, data = remote_command(driver_script(specs, "n0nce"))
+    proc = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    proc.stdin.write(data)
+    proc.stdin.flush()  # stdin stays open for the round (its EOF means the client went away)
+    out = b""
+    while b"@@PF:n0nce:R\n" not in out and (chunk := proc.stdout.read1(65536)):
+        out += chunk
+    proc.stdin.close()
+    assert proc.wait(10) == 0
+    got = dict(FrameParser("n0nce", specs).feed(out))
+    assert 0 in got and b"B 0 0 " in out and t.encode() + b"@@PF:n0nce:E\n" in out  # the value, byte for byte
+    assert not marker.exists()
