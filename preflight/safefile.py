@@ -158,6 +158,22 @@ def open_private(path: str | os.PathLike, create: bool = True) -> int:
         os.close(dfd)
 
 
+def private_dir(path: str | os.PathLike) -> None:
+    """A directory only the invoking user can change, made 0700 when missing: for state that a
+    fixed name in a shared place (/tmp) would otherwise let another user prepare. An existing one
+    must be a real directory (not a link) of the effective user (or root) that group and others
+    cannot write."""
+    p = Path(os.path.abspath(path))
+    make_dirs(p)
+    st = os.lstat(p)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(p, "not a directory (a link is refused)")
+    if st.st_uid not in (0, os.geteuid()):
+        raise UnsafePath(p, f"belongs to {_owner(st.st_uid)}, not to you: refused (remove it, or choose another)")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafePath(p, "group or others can write it: refused (chmod go-w, or choose another)")
+
+
 def trusted_file(path: str | os.PathLike, what: str) -> None:
     """Refuse a file read for trust (`what`: "config file", "acks database") that another user
     owns or that group or others can write; a missing file is fine (nothing is read)."""

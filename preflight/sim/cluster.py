@@ -93,6 +93,13 @@ def _listening(host: str, port: int) -> bool:
 HOST_DIR_REGISTRY = "/tmp/.preflight-sim-host-dirs"
 
 
+def _registry():
+    """The host-dir registry, read-write: root rmdirs what it lists, so a file another user
+    planted at this fixed /tmp name (or a link there) is refused (safefile.open_private)."""
+    from ..safefile import open_private
+    return os.fdopen(open_private(HOST_DIR_REGISTRY), "r+", encoding="utf-8")
+
+
 def _remove_host_dirs() -> None:
     """Remove the empty host mountpoints simulators created, once no simulated node is left.
     /run/sshd stays: by then the host's own sshd may rely on it."""
@@ -101,7 +108,7 @@ def _remove_host_dirs() -> None:
     with netns.NetLock():
         if any(ns.startswith("pfs-") for ns in netns.list_namespaces()):
             return  # another cluster's mount namespaces still use them
-        with open(HOST_DIR_REGISTRY, encoding="utf-8") as fh:
+        with _registry() as fh:
             paths = [ln.strip() for ln in fh if ln.strip()]
         keep = []
         for path in dict.fromkeys(paths):
@@ -113,7 +120,9 @@ def _remove_host_dirs() -> None:
                 pass
             except OSError:
                 keep.append(path)  # not empty: someone put something there; leave it alone
-        with open(HOST_DIR_REGISTRY, "w", encoding="utf-8") as fh:
+        with _registry() as fh:
+            fh.seek(0)
+            fh.truncate()
             fh.write("".join(p + "\n" for p in keep))
 
 
@@ -167,9 +176,8 @@ class Cluster:
         sp = load_spec(spec)
         if slurm is not None:
             sp = replace(sp, slurm=slurm)
-        directory = Path(dir or record.default_dir()).resolve()
+        directory = record.directory(dir, create=True)  # 0700, ours: never a link at a fixed /tmp name
         mode = resolve_mode(mode)
-        directory.mkdir(parents=True, exist_ok=True)
         cls.down_dir(directory)  # a leftover of a crashed run, if any
         rec = record.empty(directory, mode)
         rec["cluster"] = sp.cluster
@@ -184,7 +192,7 @@ class Cluster:
 
     @classmethod
     def attach(cls, dir: "str | os.PathLike[str] | None" = None) -> "Cluster":
-        directory = Path(dir or record.default_dir()).resolve()
+        directory = record.directory(dir)
         rec = record.load(directory)
         if not rec or rec.get("corrupt") or rec.get("status") != "up":
             raise SimError(f"no simulated cluster is up in {directory}")
@@ -314,7 +322,8 @@ class Cluster:
         shared registry lets whichever cluster goes down last remove it."""
         with netns.NetLock():
             Path(path).mkdir(parents=True)
-            with open(HOST_DIR_REGISTRY, "a", encoding="utf-8") as fh:
+            with _registry() as fh:
+                fh.seek(0, os.SEEK_END)
                 fh.write(path + "\n")
         self.rec["host_dirs"].append(path)
         self._save()
@@ -610,7 +619,7 @@ class Cluster:
     def down_dir(dir: "str | os.PathLike[str] | None" = None, purge: bool = False) -> bool:
         """Remove what the record in dir lists, plus anything named with this dir's prefix.
         Safe to call twice and on a crashed bring-up. Returns whether there was anything."""
-        directory = Path(dir or record.default_dir()).resolve()
+        directory = record.directory(dir)
         rec = record.load(directory)
         found = bool(rec)
         tag = record.tag_for(directory)

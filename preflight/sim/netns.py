@@ -99,8 +99,11 @@ class NetLock:
 
     def __enter__(self) -> "NetLock":
         import fcntl
+
+        from ..safefile import open_private
         if NetLock._depth == 0:
-            NetLock._fh = open(self.path, "a")
+            # a fixed name in /tmp: never through a link, never another user's file (open_private)
+            NetLock._fh = os.fdopen(open_private(self.path), "a")
             fcntl.flock(NetLock._fh, fcntl.LOCK_EX)
         NetLock._depth += 1
         return self

@@ -16,14 +16,36 @@ def default_dir() -> Path:
     return Path(os.environ.get("PREFLIGHT_SIM_DIR") or DEFAULT_DIR)
 
 
+def directory(given: "str | os.PathLike[str] | None", create: bool = False) -> Path:
+    """The cluster directory, resolved, once it is known to be only ours: root tears down what its
+    record lists, so a directory (or a link) another user prepared at the default /tmp name must
+    never be read or written (safefile.private_dir; `create` makes a missing one 0700)."""
+    from ..safefile import UnsafePath, private_dir
+    from .procs import SimError
+    p = Path(given or default_dir())
+    if create or os.path.lexists(p):
+        try:
+            private_dir(p)
+        except UnsafePath as exc:
+            raise SimError(f"cluster directory {exc}") from None
+    return p.resolve()
+
+
 def tag_for(directory: Path) -> str:
     """4 hex chars from the directory: names of two clusters in two dirs never collide."""
     return hashlib.sha1(str(directory.resolve()).encode()).hexdigest()[:4]
 
 
 def load(directory: Path) -> dict[str, Any] | None:
+    from ..safefile import UnsafePath, trusted_file
+    from .procs import SimError
     try:
+        if os.path.islink(directory / RECORD):
+            raise UnsafePath(directory / RECORD, "a link is refused")
+        trusted_file(directory / RECORD, "cluster record (root removes what it lists)")
         return json.loads((directory / RECORD).read_text(encoding="utf-8"))
+    except UnsafePath as exc:
+        raise SimError(str(exc)) from None
     except FileNotFoundError:
         return None
     except ValueError:
