@@ -233,3 +233,31 @@ def test_interrupt_closes_the_step_and_keeps_the_report(slurm_cluster, tmp_path)
     time.sleep(1)
     assert _leftovers(c) == []
 
+
+
+def test_no_secret_in_any_command_line_through_srun(slurm_cluster, tmp_path):
+    """Issue 29 finding 3 in the srun step: the step's program is an argument, the rounds (with the
+    launch environment's env values) come on its stdin and each probe through a file; a thread
+    reads every process's cmdline during the run (the sim's nodes are this host's processes)."""
+    import secrets as _secrets
+    from tests.integration.test_secrets_cmdline import poll_cmdlines, shapes
+
+    tag = _secrets.token_hex(10)
+    doc = yaml.safe_load(Path(slurm_cluster.inventory_path).read_text())
+    doc.setdefault("defaults", {}).setdefault("env", {}).update(shapes(tag))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc, sort_keys=False))
+    stop, seen = threading.Event(), []
+    poller = threading.Thread(target=poll_cmdlines, args=(stop, seen), daemon=True)
+    poller.start()
+    try:
+        rc, rep, err = _run(slurm_cluster, tmp_path, "--checks", "env,sw,cann.env", "--limit", "node[01-04]",
+                            inventory=inv)
+    finally:
+        stop.set()
+        poller.join(10)
+    assert rc in (0, 1), err
+    assert {n["state"] for n in rep["nodes"]} == {"ok"}
+    assert any(c.startswith(b"timeout\0-k\0") for c in seen), "the poller saw no probe of the nodes"
+    leaked = sorted({c.replace(b"\0", b" ")[:160].decode(errors="replace") for c in seen if tag.encode() in c})
+    assert not leaked, f"a secret in {len(leaked)} command line(s), e.g. {leaked[0]!r}"
