@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from preflight.sim import faults
 from preflight.sim.spec import NodeSpec
 from preflight.sim.state import build_state
@@ -52,15 +54,26 @@ def test_evaluate_runs_the_checks_parsers_on_a_capture_of_real_samples(tmp_path)
     assert "gpu.topology   pass" in p.stdout
 
 
-def test_evaluate_on_the_real_h200_captures_reads_xml_and_its_escaped_one_gpu_matrix(tmp_path):
+H200_CAPTURES = {  # the first real H200 session's captures, and the second's (gpu_device_check.sh, 2026-12-04)
+    "first": ("nvidia-smi_-q_-x__H200_1gpu_580__real-capture.txt", "nvidia-smi__H200_1gpu_idle_580__real-capture.txt",
+              "nvidia-smi_topo_-m__H200_1gpu_ANSI_header_580__real-capture.txt",
+              "nvidia-smi_nvlink_-s__H200_1gpu_EMPTY_rc0_580__real-capture.txt"),
+    "2026-12-04": tuple(f"{stem}__H200_1gpu_580__real-capture-2026-12-04.txt" for stem in
+                        ("nvidia-smi_-q_-x", "nvidia-smi", "nvidia-smi_topo_-m", "nvidia-smi_nvlink_-s")),
+}
+
+
+@pytest.mark.parametrize("session", sorted(H200_CAPTURES))
+def test_evaluate_on_the_real_h200_captures_reads_xml_and_its_escaped_one_gpu_matrix(tmp_path, session):
     """The real H200 node (driver 580) that once answered `error: no header row with GPU0`: its raw
     captures, as gpu_capture.sh writes them (escapes and all), evaluate clean."""
+    q_xml, table, topo, nvlink = H200_CAPTURES[session]
     cap = tmp_path / "captures"
     cap.mkdir()
-    _write(cap, "nvidia_smi_q", fixture_body("nvidia-smi_-q_-x__H200_1gpu_580__real-capture.txt"))
-    _write(cap, "nvidia_smi", fixture_body("nvidia-smi__H200_1gpu_idle_580__real-capture.txt"))
-    _write(cap, "nvidia_smi_topo", fixture_body("nvidia-smi_topo_-m__H200_1gpu_ANSI_header_580__real-capture.txt"))
-    _write(cap, "nvidia_smi_nvlink", fixture_body("nvidia-smi_nvlink_-s__H200_1gpu_EMPTY_rc0_580__real-capture.txt"))
+    _write(cap, "nvidia_smi_q", fixture_body(q_xml))
+    _write(cap, "nvidia_smi", fixture_body(table))
+    _write(cap, "nvidia_smi_topo", fixture_body(topo))
+    _write(cap, "nvidia_smi_nvlink", fixture_body(nvlink))
     _write(cap, "kernel_log", "@@source dmesg\n")
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_capture.py"), "evaluate", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)

@@ -102,3 +102,12 @@ def test_broken_xml_is_one_parse_error_and_text_still_reads():
         smi_xml.read_query(H200_XML[: len(H200_XML) // 2])
     assert smi_xml.read_query(H200_TEXT).gpus[0].name == "NVIDIA H200"
     assert isinstance(smi_xml.read_query(H200_TEXT), nvidia_smi.QueryReport)
+
+
+def test_the_second_real_h200_session_gives_the_same_verdicts_from_either_form():
+    """The captures bench/gpu_device_check.sh brought back from a real H200 on 2026-12-04."""
+    text = health(fixture_body("nvidia-smi_-q__H200_1gpu_580__real-capture-2026-12-04.txt"))
+    xml = health(fixture_body("nvidia-smi_-q_-x__H200_1gpu_580__real-capture-2026-12-04.txt"))
+    assert [(f.status, f.summary, f.details, f.remediation) for f in text] == \
+           [(f.status, f.summary, f.details, f.remediation) for f in xml]
+    assert text[0].status is Status.PASS and "driver 580.159.04" in text[0].summary
