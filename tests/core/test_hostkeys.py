@@ -128,3 +128,22 @@ def _ed25519(folder, i: int) -> str:
     path = folder / f"host{i}"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=30)
     return str(path)
+
+
+@pytest.mark.parametrize("salt_len", [0, 1, 20, 64, 65, 200])
+def test_precomputed_hmac_states_give_hmac_sha1(salt_len):
+    """The lookup's HMAC (inner and outer SHA-1 states made once per salt) is RFC 2104's, for
+    OpenSSH's 20-byte salts and for any other length a hand-made line may carry."""
+    import hashlib
+    import hmac
+
+    from preflight.transport.hostkeys import _pads
+
+    salt = os.urandom(salt_len)
+    inner, outer = _pads(salt)
+    for name in (b"10.9.8.7", b"[node01]:2222", b""):
+        h = inner.copy()
+        h.update(name)
+        o = outer.copy()
+        o.update(h.digest())
+        assert o.digest() == hmac.new(salt, name, hashlib.sha1).digest()
