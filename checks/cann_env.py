@@ -52,7 +52,7 @@ POLICY = Policy(
     gate=True,
 )
 # What to do with a fail/warn (preflight/actions.py): the CANN environment is configuration.
-ACTIONS = (("", "fix_config", "set_env.sh, LD_LIBRARY_PATH and driver/firmware versions (docs/FAILURES.md row 22)"),)
+ACTIONS = {"": ("fix_config", "set_env.sh, LD_LIBRARY_PATH and driver/firmware versions (docs/FAILURES.md row 22)")}
 DEFAULTS: dict = {}
 SET_ENV_CANDIDATES = ("ascend-toolkit/set_env.sh", "cann/set_env.sh")
 JOB_DRIVER = "driver_info_job"  # with a container: the driver's version.info as the job sees it

@@ -44,10 +44,9 @@ SCOPE = "cluster"
 # join nodes that share the storage.
 POLICY = Policy(where="job", cost="light", plan_rounds=2)
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"GiB free|not writable", "fix_config", "a save path without room or write access: free space or move --save"),
-    ("", "fix_config", "checkpoint layout, tracker file or copy: reshard, copy or point --load elsewhere (docs/MIGRATION.md §7)"),
-)
+# Every problem it finds is configuration: a save path without room or write access (free space or
+# move --save), a checkpoint layout, tracker file or copy (reshard, copy or point --load elsewhere).
+ACTIONS = {"": ("fix_config", "save path room and access; checkpoint layout, tracker or copy (docs/MIGRATION.md §7)")}
 DEFAULTS: dict[str, Any] = {
     "headroom": 1.05,   # room needed at save: this many times the size of one observed checkpoint
     "max_entries": 100000,  # listing cap per storage group

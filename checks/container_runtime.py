@@ -16,13 +16,13 @@ Skips on a node with no `container:`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from preflight.container import HOST_NETWORK
 from preflight.checkapi import (Policy, CommandOutput, Finding, Probe, cmd, sh, Status, passed, require_ok, skipped,
                                 tool_failure)
-from preflight.checkhelpers import first_line
+from preflight.checkhelpers import first_line, graded
 
 ID = "container.runtime"
 SCOPE = "node"
@@ -30,11 +30,11 @@ POLICY = Policy(
     privilege="root",  # rootful podman, dockerd's socket (docker: or the docker group, applied by the core)
 )
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"does not answer", "restart_process", "the container runtime is not running: start its service"),
-    (r"HCCL_IF_IP", "fix_config", "a non-host network mode: the job's HCCL_IF_IP must be the container's address"),
-    ("", "fix_config", "the job's container or image: start it, load it, pass the NPUs and the driver in"),
-)
+ACTIONS = {
+    "runtime_down": ("restart_process", "the container runtime is not running: start its service"),
+    "network_mode": ("fix_config", "a non-host network mode: the job's HCCL_IF_IP must be the container's address"),
+    "": ("fix_config", "the job's container or image: start it, load it, pass the NPUs and the driver in"),
+}
 DEFAULTS: dict = {}
 
 VERSION, INSPECT, INSIDE = "runtime_version", "inspect", "inside"
@@ -106,9 +106,10 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         return [skipped("no container: in the inventory for this node; the job-side checks look at the host")]
     rt = c.runtime
     if facts.runtime_error:
-        return [tool_failure(f"{rt} does not answer on this node: {facts.runtime_error}",
-                             f"install {rt} or start its service (docker: systemctl start docker), or set "
-                             f"container: runtime: to the one the job uses", runtime=rt)]
+        return [replace(tool_failure(f"{rt} does not answer on this node: {facts.runtime_error}",
+                                     f"install {rt} or start its service (docker: systemctl start docker), or set "
+                                     f"container: runtime: to the one the job uses", runtime=rt),
+                        action=graded(ACTIONS, "runtime_down"))]
     if facts.missing:
         what = "is not on this node" if c.image else "does not exist on this node"
         fix = (f"load the image on this node ({rt} load / {rt} pull {c.image}): preflight runs it with --pull=never"
@@ -136,7 +137,8 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     if network != HOST_NETWORK:
         out.append(Finding(Status.WARN, f"{c.label} uses network mode {network or 'default (bridge)'}, not host",
                            details, remediation="HCCL_IF_IP (and MASTER_ADDR, if this is the master) must then be "
-                                                "the container's address; or run it with --network host"))
+                                                "the container's address; or run it with --network host",
+                           action=graded(ACTIONS, "network_mode")))
     return out or [passed(f"{rt}: {c.label} {'running' if c.name else 'present'}, {node.devices} NPUs and the driver "
                           f"visible inside, host network", **details)]
 

@@ -40,7 +40,7 @@ ID = "cuda.env"
 SCOPE = "node"
 POLICY = Policy(backend="nvidia", gate=True)
 # What to do with a fail/warn (preflight/actions.py): driver, CUDA and torch are installed configuration.
-ACTIONS = (("", "fix_config", "driver / CUDA / torch versions and the launch environment (docs/NVIDIA.md)"),)
+ACTIONS = {"": ("fix_config", "driver / CUDA / torch versions and the launch environment (docs/NVIDIA.md)")}
 DEFAULTS: dict = {}
 PY_PROBE = "cuda_versions"
 MARK = "@@cuda_env "

@@ -32,7 +32,7 @@ ID = "cuda.torch"
 SCOPE = "node"
 POLICY = Policy(backend="nvidia", where="job")  # torch as the job imports it: inside its container when there is one
 REQUIRES = ("cuda.env",)  # no python or a CPU-only torch is cuda.env's red line, not a second one
-ACTIONS = (("", "fix_config", "torch, CUDA and the launch environment (docs/NVIDIA.md)"),)
+ACTIONS = {"": ("fix_config", "torch, CUDA and the launch environment (docs/NVIDIA.md)")}
 DEFAULTS: dict = {}
 PY_PROBE = "cuda_torch"
 MARK = "@@cuda_torch "

@@ -53,7 +53,7 @@ ID = "env.comm"
 SCOPE = "node"
 POLICY = Policy(gate=True)
 # What to do with a fail/warn (preflight/actions.py): interface and address variables are configuration.
-ACTIONS = (("", "fix_config", "HCCL/Gloo interface and MASTER_ADDR variables (docs/FAILURES.md rows 17-21)"),)
+ACTIONS = {"": ("fix_config", "HCCL/Gloo interface and MASTER_ADDR variables (docs/FAILURES.md rows 17-21)")}
 DEFAULTS: dict = {
     "warn_implicit_nic": True,  # warn when HCCL would pick a NIC by name order on a multi-NIC host
     "buffsize_max_mb": 65536,  # HCCL_BUFFSIZE above this is almost surely bytes, not MB

@@ -47,11 +47,9 @@ POLICY = Policy(
 )
 USES = ("env.comm", "hccn.ip")
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"clock", "fix_config", "clock offset: chrony/NTP configuration"),
-    (r"FEC", "fix_config", "FEC mode must match the switch (docs/FAILURES.md row 15)"),
-    ("", "fix_config", "addresses and settings that must agree across nodes (docs/FAILURES.md rows 6, 10)"),
-)
+# Every problem it finds is configuration: addresses and settings that must agree across nodes
+# (docs/FAILURES.md rows 6, 10), the FEC mode the switch expects (row 15), the clock (chrony/NTP).
+ACTIONS = {"": ("fix_config", "addresses, TLS/FEC settings and clocks that must agree (docs/FAILURES.md rows 6, 10, 15)")}
 DEFAULTS: dict = {"clock_warn_s": 1.0, "clock_fail_s": 30.0}
 CLOCK_PROBE = "clock"
 QUERIES = {"tls": "-tls -g", "fec": "-fec -g"}

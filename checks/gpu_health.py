@@ -40,30 +40,33 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
-from preflight.checkhelpers import worst
+from preflight.checkhelpers import graded, worst
 from preflight.nvidia import kernlog, nvidia_smi, probes as nv, smi_xml, xid
 
 ID = "gpu.health"
 SCOPE = "node"
 POLICY = Policy(backend="nvidia", gate=True)
-# What to do with a fail/warn (preflight/actions.py). The Xid rows come from the Xid table
-# (preflight/nvidia/xid.py, after NVIDIA's Xid catalogue); the worst matching row wins.
-ACTIONS = (
-    *xid.action_rows(),
-    *kernlog.action_rows(),
-    (r"since the driver loaded \(volatile\)", "reset_device", "volatile uncorrectable ECC: reset the GPU (NVIDIA memory error management)"),
-    (r"over its lifetime \(aggregate\)", "monitor", "aggregate ECC history: watch the count"),
-    (r"remapping failure", "replace_hardware", "a row that could not be remapped: the GPU needs replacing (nvidia-smi -q documentation)"),
-    (r"[Rr]emap|[Rr]eset [Rr]equired|Drain and Reset|retire", "reset_device",
-     "a pending row remap, page retirement or reset request takes effect at a GPU reset (nvidia-smi -q documentation)"),
-    (r"clocks slowed down", "replace_hardware", "HW slowdown / power brake / thermal: the cooling or power hardware (nvidia-smi clocks event reasons)"),
-    (r"PCIe link x", "reboot_node", "a PCIe link below its width retrains at reboot; reseat the GPU if it stays degraded"),
-    (r"PCIe Gen", "monitor", "PCIe generation below the maximum while busy: watch it"),
-    (r"NVSwitch fabric", "restart_process", "fabric not ready: restart nvidia-fabricmanager (NVIDIA Fabric Manager guide)"),
-    (r"persistence mode", "fix_config", "persistence mode: nvidia-smi -pm 1 or nvidia-persistenced"),
-    (r"GPUs listed by nvidia-smi, expected", "reboot_node", "a GPU missing from nvidia-smi: reboot, then a hardware ticket"),
-    ("", "reboot_node", "nvidia-smi failing otherwise: reload the driver or reboot"),
-)
+# What to do with a fail/warn (preflight/actions.py); the worst of a finding's problems wins. An Xid
+# is graded by the Xid table itself (preflight/nvidia/xid.py, after NVIDIA's Xid catalogue), the
+# other kernel-log lines by kernlog.RULES.
+ACTIONS = {
+    "ecc_volatile": ("reset_device", "volatile uncorrectable ECC: reset the GPU (NVIDIA memory error management)"),
+    "ecc_aggregate": ("monitor", "aggregate ECC history: watch the count"),
+    "remap_failed": ("replace_hardware", "a row that could not be remapped: the GPU needs replacing (nvidia-smi -q documentation)"),
+    "reset_pending": ("reset_device",
+                      "a pending row remap, page retirement or reset request takes effect at a GPU reset (nvidia-smi -q documentation)"),
+    "slowdown": ("replace_hardware", "HW slowdown / power brake / thermal: the cooling or power hardware (nvidia-smi clocks event reasons)"),
+    "pcie_width": ("reboot_node", "a PCIe link below its width retrains at reboot; reseat the GPU if it stays degraded"),
+    "pcie_gen": ("monitor", "PCIe generation below the maximum while busy: watch it"),
+    "fabric": ("restart_process", "fabric not ready: restart nvidia-fabricmanager (NVIDIA Fabric Manager guide)"),
+    "persistence": ("fix_config", "persistence mode: nvidia-smi -pm 1 or nvidia-persistenced"),
+    "gpu_count": ("reboot_node", "a GPU missing from nvidia-smi: reboot, then a hardware ticket"),
+    "missing_gpu": ("reboot_node", "a GPU the kernel log names but nvidia-smi does not list"),
+    **{f"xid:{n}": (xid.action_of(info), f"Xid {n} {info.name}: {xid.CATALOGUE}") for n, info in sorted(xid.XID_TABLE.items())},
+    "xid": ("monitor", f"an Xid not in the table: {xid.CATALOGUE}"),
+    **{f"log:{r.kind}": (r.action, r.source) for r in kernlog.RULES},  # a kind's rows grade alike
+    "": ("reboot_node", "nvidia-smi failing otherwise: reload the driver or reboot"),
+}
 DEFAULTS = {"require_persistence": True}
 
 FIXES = {
@@ -78,13 +81,15 @@ FIXES = {
 }
 
 
-# nvidia-smi -q Yes/No fields (nvidia_smi.FLAGS) that fail a GPU: (flag, problem, fix key)
+# nvidia-smi -q Yes/No fields (nvidia_smi.FLAGS) that fail a GPU: (flag, problem, fix key, ACTIONS problem)
 FLAG_PROBLEMS = (
-    ("remap_failed", "row remapping failure occurred (Remapped Rows: Remapping Failure Occurred: Yes)", "remap_failed"),
-    ("remap_pending", "row remap pending (Remapped Rows: Pending: Yes): needs a GPU reset", "remap_pending"),
-    ("retired_pending", "retired page pending (Pending Page Blacklist: Yes): needs a GPU reset", "remap_pending"),
-    ("reset_required", "GPU Reset Status: Reset Required: Yes", "reset"),
-    ("drain_and_reset", "GPU Reset Status: Drain and Reset Recommended: Yes", "reset"),
+    ("remap_failed", "row remapping failure occurred (Remapped Rows: Remapping Failure Occurred: Yes)", "remap_failed",
+     "remap_failed"),
+    ("remap_pending", "row remap pending (Remapped Rows: Pending: Yes): needs a GPU reset", "remap_pending", "reset_pending"),
+    ("retired_pending", "retired page pending (Pending Page Blacklist: Yes): needs a GPU reset", "remap_pending",
+     "reset_pending"),
+    ("reset_required", "GPU Reset Status: Reset Required: Yes", "reset", "reset_pending"),
+    ("drain_and_reset", "GPU Reset Status: Drain and Reset Recommended: Yes", "reset", "reset_pending"),
 )
 
 
@@ -118,28 +123,32 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
                  events=tuple(kernlog.parse(text)) if source != "unreadable" else ())
 
 
-def _gpu_problems(g: nvidia_smi.QueryGpu, params) -> list[tuple[Status, str, str]]:
-    """(status, problem, fix key) for one GPU."""
-    out: list[tuple[Status, str, str]] = []
+def _gpu_problems(g: nvidia_smi.QueryGpu, params) -> list[tuple[Status, str, str, str]]:
+    """(status, problem, fix key, ACTIONS problem) for one GPU."""
+    out: list[tuple[Status, str, str, str]] = []
     vol, agg = g.uncorrectable("Volatile"), g.uncorrectable("Aggregate")
     if vol:
-        out.append((Status.FAIL, f"{vol} uncorrectable ECC error(s) since the driver loaded (volatile), expected 0", "ecc"))
+        out.append((Status.FAIL, f"{vol} uncorrectable ECC error(s) since the driver loaded (volatile), expected 0", "ecc",
+                    "ecc_volatile"))
     elif agg:
-        out.append((Status.WARN, f"{agg} uncorrectable ECC error(s) over its lifetime (aggregate), expected 0", "ecc"))
-    out += [(Status.FAIL, text, fix) for name, text, fix in FLAG_PROBLEMS if g.flag(name)]
+        out.append((Status.WARN, f"{agg} uncorrectable ECC error(s) over its lifetime (aggregate), expected 0", "ecc",
+                    "ecc_aggregate"))
+    out += [(Status.FAIL, text, fix, problem) for name, text, fix, problem in FLAG_PROBLEMS if g.flag(name)]
     active = [r for r in nvidia_smi.HW_SLOWDOWN_REASONS if g.clock_reasons.get(r)]
     if active:
-        out.append((Status.FAIL, f"clocks slowed down: {', '.join(active)} Active, expected Not Active", "slowdown"))
+        out.append((Status.FAIL, f"clocks slowed down: {', '.join(active)} Active, expected Not Active", "slowdown",
+                    "slowdown"))
     p = g.pcie()
     if p["width_current"] and p["width_max"] and p["width_current"] < p["width_max"]:
-        out.append((Status.FAIL, f"PCIe link x{p['width_current']}, expected x{p['width_max']}", "pcie"))
+        out.append((Status.FAIL, f"PCIe link x{p['width_current']}, expected x{p['width_max']}", "pcie", "pcie_width"))
     if p["gen_current"] and p["gen_max"] and p["gen_current"] < p["gen_max"] and not g.idle:
-        out.append((Status.WARN, f"PCIe Gen{p['gen_current']} while busy, expected Gen{p['gen_max']}", "pcie"))
+        out.append((Status.WARN, f"PCIe Gen{p['gen_current']} while busy, expected Gen{p['gen_max']}", "pcie", "pcie_gen"))
     state, status = g.fabric
     if state and state != "N/A" and (state != "Completed" or (status or "") != "Success"):
-        out.append((Status.FAIL, f"NVSwitch fabric State {state}, Status {status}, expected Completed/Success", "fabric"))
+        out.append((Status.FAIL, f"NVSwitch fabric State {state}, Status {status}, expected Completed/Success", "fabric",
+                    "fabric"))
     if params.get("require_persistence", True) and g.persistence == "Disabled":
-        out.append((Status.WARN, "persistence mode Disabled, expected Enabled", "persistence"))
+        out.append((Status.WARN, "persistence mode Disabled, expected Enabled", "persistence", "persistence"))
     return out
 
 
@@ -157,11 +166,12 @@ def _xid63(g: nvidia_smi.QueryGpu | None) -> tuple[Status, str]:
     return Status.FAIL, ""
 
 
-def _log_problems(facts: Facts, gpus: tuple[nvidia_smi.QueryGpu, ...]) -> dict[int | None, list[tuple[Status, str, str]]]:
-    """(status, problem, fix) per GPU index (None: the node) from the kernel log's events. A GPU
-    the log names by PCI address that nvidia-smi does not list fails the node, whatever the line."""
+def _log_problems(facts: Facts, gpus: tuple[nvidia_smi.QueryGpu, ...]) -> dict[int | None, list[tuple[Status, str, str, tuple[str, ...]]]]:
+    """(status, problem, fix, ACTIONS problems) per GPU index (None: the node) from the kernel log's
+    events. A GPU the log names by PCI address that nvidia-smi does not list fails the node,
+    whatever the line."""
     by_bus = {xid.bus_key(g.bus_id): g for g in gpus}
-    out: dict[int | None, list[tuple[Status, str, str]]] = {}
+    out: dict[int | None, list[tuple[Status, str, str, tuple[str, ...]]]] = {}
     seen: set[tuple[str | None, str, int | None]] = set()
     for ev in facts.events:
         if (ev.pci, ev.kind, ev.code) in seen:
@@ -172,15 +182,18 @@ def _log_problems(facts: Facts, gpus: tuple[nvidia_smi.QueryGpu, ...]) -> dict[i
             info = xid.XID_TABLE.get(ev.code or 0, xid.UNKNOWN)
             status, note = _xid63(g) if ev.code == 63 else (info.status, "")
             problem, fix = f"Xid {ev.code} {info.name}{note} in the kernel log", info.action
+            codes = (f"xid:{ev.code}" if ev.code in xid.XID_TABLE else "xid",)
         else:
             assert ev.rule is not None
             status, problem, fix = ev.rule.status, f"{ev.rule.name} in the kernel log", ev.rule.fix
+            codes = (f"log:{ev.rule.kind}",)
         if ev.nvswitch:
             problem += f" (NVSwitch at PCI {ev.pci})"
         elif ev.pci and g is None:
             status, fix = Status.FAIL, kernlog.MISSING_FIX
             problem += f" (PCI {ev.pci}, missing from nvidia-smi)"
-        out.setdefault(g.index if g else None, []).append((status, f"{problem}: {ev.text}", fix))
+            codes += ("missing_gpu",)
+        out.setdefault(g.index if g else None, []).append((status, f"{problem}: {ev.text}", fix, codes))
     return out
 
 
@@ -190,28 +203,30 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     report = facts.report
     assert report is not None
     gpus = report.gpus
-    problems: dict[int | None, list[tuple[Status, str, str]]] = {}
+    problems: dict[int | None, list[tuple[Status, str, str, tuple[str, ...]]]] = {}
     for g in gpus:
         if p := _gpu_problems(g, params):
-            problems[g.index] = [(st, text, FIXES[key]) for st, text, key in p]
+            problems[g.index] = [(st, text, FIXES[key], (code,)) for st, text, key, code in p]
     for gpu, items in _log_problems(facts, gpus).items():
         problems.setdefault(gpu, []).extend(items)
     metrics = [Metric("ecc_uncorrectable", g.uncorrectable("Volatile") or 0, "", {"device": str(g.index)}).to_dict()
                for g in gpus]
-    lines, fixes, devices = [], [], []
+    lines, fixes, devices, named = [], [], [], []
     if len(gpus) != node.devices:
+        named.append("gpu_count")
         lines.append(f"{len(gpus)} GPUs listed by nvidia-smi, expected {node.devices} (inventory devices)")
         fixes.append("A GPU is missing: compare `lspci -d 10de:` with the expected count and `dmesg | grep -i nvrm`; "
                      "reboot the node or open a hardware ticket" if len(gpus) < node.devices
                      else f"Set `devices: {len(gpus)}` for this node in the inventory")
     for gpu, items in problems.items():
-        for status, text, fix in items:
+        for status, text, fix, codes in items:
+            named += codes
             lines.append(f"GPU {gpu} {text}" if gpu is not None else text)
             fixes.append(fix.format(gpu=gpu if gpu is not None else "<index>"))
             if gpu is not None:
                 g = gpus[gpu]
                 devices.append({"device": gpu, "bus_id": g.bus_id, "uuid": g.uuid, "problem": text})
-    statuses = [s for items in problems.values() for s, _, _ in items]
+    statuses = [s for items in problems.values() for s, _, _, _ in items]
     if len(gpus) < node.devices:
         statuses.append(Status.FAIL)
     elif len(gpus) > node.devices:
@@ -227,4 +242,4 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     return [Finding(status, "; ".join(lines), {
         "failed_devices": failed, "devices": devices, "gpus_listed": len(gpus), "devices_expected": node.devices,
         "kernel_log": facts.log_source, "metrics": metrics,
-    }, remediation="; ".join(dict.fromkeys(f[0].upper() + f[1:] for f in fixes)))]
+    }, remediation="; ".join(dict.fromkeys(f[0].upper() + f[1:] for f in fixes)), action=graded(ACTIONS, *named))]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, Status, passed, skipped
+from preflight.checkhelpers import graded
 from preflight.nvidia import nvidia_smi, probes as nv
 
 ID = "gpu.idle"
@@ -29,11 +30,11 @@ POLICY = Policy(
     on_busy="report",  # its process table decides whether a node is busy (busy() below)
 )
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"process\(es\) on GPUs", "restart_process", "a leftover job on the GPUs: stop it"),
-    (r"in use with no process listed", "reset_device", "GPU memory held with no process: a dead context, reset the GPU"),
-    ("", "monitor", "nvidia-smi gave no table: see gpu.health"),
-)
+ACTIONS = {
+    "processes": ("restart_process", "a leftover job on the GPUs: stop it"),
+    "memory_held": ("reset_device", "GPU memory held with no process: a dead context, reset the GPU"),
+    "": ("monitor", "nvidia-smi gave no table: see gpu.health"),
+}
 DEFAULTS = {"max_memory_used_pct": 5.0}
 
 
@@ -73,7 +74,7 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         return [Finding(Status.FAIL, f"{len(rows)} process(es) on GPUs, expected none: {text}", {
             "failed_devices": sorted({r["device"] for r in rows}), "processes": rows, "devices": rows, "metrics": metrics,
         }, remediation=f"Stop the leftover job: `kill {pids}` (inside a container find it with `docker ps` / "
-                       f"`kubectl get pods -o wide`), then re-run preflight")]
+                       f"`kubectl get pods -o wide`), then re-run preflight", action=graded(ACTIONS, "processes"))]
     limit = params["max_memory_used_pct"]
     held = [(g, 100.0 * g.memory_used_mib / g.memory_total_mib) for g in t.gpus
             if g.memory_used_mib is not None and g.memory_total_mib]
@@ -85,5 +86,5 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
             "devices": [{"device": g.index, "bus_id": g.bus_id, "memory_used_mib": g.memory_used_mib,
                          "memory_total_mib": g.memory_total_mib} for g, _ in held],
         }, remediation="Find the holder (`fuser -v /dev/nvidia*`, `docker ps`) and stop it, or reset the GPU "
-                       "(`nvidia-smi -r -i <index>`)")]
+                       "(`nvidia-smi -r -i <index>`)", action=graded(ACTIONS, "memory_held"))]
     return [passed(f"{len(t.gpus)} GPUs idle: no process, memory use at most {limit:g}%", metrics=metrics)]

@@ -29,17 +29,17 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.checkapi import Policy, Finding, Metric, ParseError, Probe, CommandOutput, Status, cmd, passed, sh, skipped
-from preflight.checkhelpers import first_line
+from preflight.checkhelpers import graded, first_line
 from preflight.nvidia import probes as nv, smi_xml, topology
 
 ID = "gpu.topology"
 SCOPE = "node"
 POLICY = Policy(backend="nvidia", gate=True)
-ACTIONS = (
-    (r"NVSwitch system", "reset_device", "NVLink down on an NVSwitch system: reset the GPU or reboot, then a hardware ticket (NVIDIA Fabric Manager guide)"),
-    (r"inactive", "reset_device", "inactive NVLink links: reset the GPU, reseat the bridge, then a hardware ticket"),
-    ("", "monitor", "an NVLink asymmetry on a node without NVSwitch: may be by design (a bridged pair)"),
-)
+ACTIONS = {
+    "nvswitch": ("reset_device", "NVLink down on an NVSwitch system: reset the GPU or reboot, then a hardware ticket (NVIDIA Fabric Manager guide)"),
+    "inactive": ("reset_device", "inactive NVLink links: reset the GPU, reseat the bridge, then a hardware ticket"),
+    "": ("monitor", "an NVLink asymmetry on a node without NVSwitch: may be by design (a bridged pair)"),
+}
 DEFAULTS: dict = {}
 TOPO_PROBE, NVLINK_PROBE = "nvidia_smi_topo", "nvidia_smi_nvlink"
 TOPO = sh("nvidia-smi topo -m")
@@ -159,7 +159,9 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         return [skipped(f"no NVLink between the node's {t.gpus} GPUs (PCIe only: {kinds}); nothing to judge")]
     status = Status.FAIL if facts.nvswitch else Status.WARN
     problems = _nvswitch_problems(t) if facts.nvswitch else _direct_problems(t)
-    problems += _link_problems(facts.nvlink, facts.nvswitch)
+    inactive = _link_problems(facts.nvlink, facts.nvswitch)
+    problems += inactive
+    action = graded(ACTIONS, "nvswitch" if facts.nvswitch else None, "inactive" if inactive else None)
     metrics = [Metric("nvlink_active", g.active_count, "", {"device": str(i)}).to_dict() for i, g in sorted(facts.nvlink.items())]
     widths = sorted({t.nvlinks(i, j) for i in range(t.gpus) for j in range(t.gpus) if i != j})
     design = "NVSwitch" if facts.nvswitch else "direct NVLink"
@@ -172,4 +174,4 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     rows = [{"device": g, "problem": text} for g, text in problems]
     return [Finding(status, "; ".join(text for _, text in problems), {
         "failed_devices": devices, "devices": rows, "nvswitch": facts.nvswitch, "metrics": metrics,
-    }, remediation=REMEDY.replace("-i N", f"-i {devices[0]}", 2) if len(devices) == 1 else REMEDY)]
+    }, remediation=REMEDY.replace("-i N", f"-i {devices[0]}", 2) if len(devices) == 1 else REMEDY, action=action)]

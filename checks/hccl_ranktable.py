@@ -34,7 +34,7 @@ from preflight.ascend import ranktable as rt
 from preflight.ascend import spod_info
 from preflight.checkapi import (ClusterContext, Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
                                 require_ok, sh)
-from preflight.checkhelpers import first_line, seq, worst
+from preflight.checkhelpers import graded, first_line, seq, worst
 
 ID = "hccl.ranktable"
 SCOPE = "cluster"
@@ -42,10 +42,10 @@ POLICY = Policy(
     where="job",  # the table is read where the job reads it: inside its container when there is one
 )
 USES = ("hccn.ip", "npu.health")
-ACTIONS = (
-    (r"not healthy", "replace_hardware", "a device the table names is unhealthy: npu.health's fault"),
-    ("", "fix_config", "a stale or malformed rank table is configuration: regenerate it (docs/FAILURES.md row 28)"),
-)
+ACTIONS = {
+    "unhealthy": ("replace_hardware", "a device the table names is unhealthy: npu.health's fault"),
+    "": ("fix_config", "a stale or malformed rank table is configuration: regenerate it (docs/FAILURES.md row 28)"),
+}
 DEFAULTS: dict = {"path": ""}
 STAT_PROBE, READ_PROBE, SPOD_PROBE = "rank_table", "rank_table_read", "spod_info"
 NONE, ABSENT, PATH = "@@none", "@@absent", "@@path"
@@ -142,8 +142,11 @@ class Verdict:
     warn_nodes: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def device(self, node: str, dev: int, problem: str) -> None:
+    codes: dict[str, dict[int, str | None]] = field(default_factory=dict)  # node -> device -> ACTIONS problem
+
+    def device(self, node: str, dev: int, problem: str, code: str | None = None) -> None:
         self.devices.setdefault(node, {})[dev] = problem
+        self.codes.setdefault(node, {})[dev] = code
 
 
 def match_servers(table: rt.RankTable, nodes: Mapping[str, Any]) -> dict[str, str]:
@@ -203,7 +206,8 @@ def _devices(s: rt.Server, node: str, facts: Mapping[str, Any], v: Verdict, seve
             continue
         chip = chips.get(d.device_id)
         if chip is not None and chip.health != "OK":
-            v.device(node, d.device_id, f"{rank}: device not healthy (npu-smi Health {chip.health}; see npu.health)")
+            v.device(node, d.device_id, f"{rank}: device not healthy (npu-smi Health {chip.health}; see npu.health)",
+                     "unhealthy")
             continue
         live = ips.get(d.device_id) if ips is not None else None
         if ips is not None and d.ips and (live is None or live.ip not in d.ips):
@@ -325,7 +329,7 @@ def _findings(v: Verdict, table: rt.RankTable | None, path: str, ctx: ClusterCon
         out.append(Finding(Status.FAIL, f"{node}: " + "; ".join(parts),
                            {"failed_devices": sorted(devs),
                             "devices": [common.device_ref(d, chips, problem=p) for d, p in sorted(devs.items())]},
-                           fix, node=node))
+                           fix, node=node, action=graded(ACTIONS, *v.codes.get(node, {}).values())))
     for node, why in sorted(v.warn_nodes.items()):
         if node not in v.nodes and node not in v.devices:
             out.append(Finding(Status.WARN, why, {"failed_devices": []},

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.checkapi import Policy, CommandOutput, Finding, Status, passed
-from preflight.checkhelpers import worst
+from preflight.checkhelpers import graded, worst
 from preflight.ascend import hccn
 
 ID = "hccn.health"
@@ -30,15 +30,20 @@ POLICY = Policy(
     privilege="root",  # hccn_tool
 )
 # What to do with a fail/warn (preflight/actions.py). States: docs/FORMATS.md §3.2 (DRV g_net_health_status).
-ACTIONS = (
-    (r"net health Init", "fix_config", "Init: detection initialising, usually no detect IP configured (§3.2 code 6)"),
-    (r"net health Detect ip set", "monitor", "Detect ip set: the detect address is being set (§3.2 code 8)"),
-    (r"net health (Socket fail|Thread error)", "reset_device",
-     "Socket fail / Thread error: the device's own network stack failed (§3.2 codes 1, 7)"),
-    (r"net health (Receive timeout|Unreachable|Time exceeded|Fault)", "fix_config",
-     "the detect address does not answer: wrong detect IP or route (§3.2 codes 2-5, docs/FAILURES.md row 12)"),
-    (r"hccn_tool not found", "fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
-    ("", "reset_device", "hccn_tool failing on a device, or an Unknown state: reset the chip (docs/FORMATS.md §3.10)"),
+ACTIONS = {
+    "init": ("fix_config", "Init: detection initialising, usually no detect IP configured (§3.2 code 6)"),
+    "detect_ip_set": ("monitor", "Detect ip set: the detect address is being set (§3.2 code 8)"),
+    "stack_failed": ("reset_device", "Socket fail / Thread error: the device's own network stack failed (§3.2 codes 1, 7)"),
+    "no_answer": ("fix_config",
+                  "the detect address does not answer: wrong detect IP or route (§3.2 codes 2-5, docs/FAILURES.md row 12)"),
+    "tool_missing": ("fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
+    "": ("reset_device", "hccn_tool failing on a device, or an Unknown state: reset the chip (docs/FORMATS.md §3.10)"),
+}
+# Status prefix -> problem (ACTIONS), as DRV g_net_health_status names the states (docs/FORMATS.md §3.2).
+STATE_PROBLEMS: tuple[tuple[str, str], ...] = (
+    ("Init", "init"), ("Detect ip set", "detect_ip_set"), ("Socket fail", "stack_failed"),
+    ("Thread error", "stack_failed"), ("Receive timeout", "no_answer"), ("Unreachable", "no_answer"),
+    ("Time exceeded", "no_answer"), ("Fault", "no_answer"),
 )
 DEFAULTS: dict = {}
 QUERIES = {"net_health": "-net_health -g"}
@@ -88,21 +93,23 @@ def verdict(status: str) -> Status:
     return next((v for prefix, v in VERDICTS if status.startswith(prefix)), Status.FAIL)
 
 
-def _problem(dev: DeviceHealth) -> tuple[Status, str] | None:
+def _problem(dev: DeviceHealth) -> tuple[Status, str, str | None] | None:
+    """(status, message, problem in ACTIONS or None for the fallback) of one device, or None."""
     if dev.error:
-        return None if dev.unsupported else (Status.FAIL, f"hccn_tool failed: {dev.error}")
+        return None if dev.unsupported else (Status.FAIL, f"hccn_tool failed: {dev.error}", None)
     v = verdict(dev.status or "")
-    return None if v is Status.PASS else (v, f"net health {dev.status}, expected Success")
+    code = next((p for prefix, p in STATE_PROBLEMS if (dev.status or "").startswith(prefix)), None)
+    return None if v is Status.PASS else (v, f"net health {dev.status}, expected Success", code)
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    frame = common.frame_findings(facts, node)
+    frame = common.frame_findings(facts, node, graded(ACTIONS, "tool_missing"))
     if frame:
         return frame
     bad = {i: p for i, d in facts.devices.items() if (p := _problem(d))}
     if not bad:
         return [passed(f"{len(facts.devices)} devices: net health Success")]
-    status = worst(s for s, _ in bad.values())
+    status = worst(s for s, _, _ in bad.values())
     ids = " ".join(str(i) for i in bad)
     only_init = status is Status.WARN
     fix = (f"Configure a detect IP for device(s) {ids}: `{node.hccn_tool} -i N -netdetect -s address "
@@ -110,4 +117,5 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
            f"Check link, IP and detect IP of device(s) {ids}: `for i in {ids}; do {node.hccn_tool} -i $i "
            f"-link -g; {node.hccn_tool} -i $i -ip -g; {node.hccn_tool} -i $i -netdetect -g; done`, "
            f"then fix the cable/switch port or set the detect IP with -netdetect -s address <ip>")
-    return [common.device_finding(status, {i: m for i, (_, m) in bad.items()}, facts.chips, fix)]
+    return [common.device_finding(status, {i: m for i, (_, m, _) in bad.items()}, facts.chips, fix,
+                                  graded(ACTIONS, *(c for _, _, c in bad.values())))]

@@ -21,7 +21,7 @@ from typing import Mapping
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, CommandOutput, Finding, Probe, Status, cmd, passed, require_ok, tool_failure
-from preflight.checkhelpers import first_line, q
+from preflight.checkhelpers import graded, first_line, q
 from preflight.ascend import hccn
 
 ID = "hccn.ip"
@@ -32,10 +32,10 @@ POLICY = Policy(
     privilege="root",  # hccn_tool
 )
 # What to do with a fail/warn (preflight/actions.py): a missing or stale address is configuration.
-ACTIONS = (
-    (r"hccn_tool failed", "reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
-    ("", "fix_config", "device IP, netmask and /etc/hccn.conf are set by hccn_tool -ip -s (docs/FAILURES.md row 10)"),
-)
+ACTIONS = {
+    "tool_failed": ("reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
+    "": ("fix_config", "device IP, netmask and /etc/hccn.conf are set by hccn_tool -ip -s (docs/FAILURES.md row 10)"),
+}
 DEFAULTS: dict = {}
 QUERIES = {"ip": "-ip -g"}
 CONF_PROBE = "hccn_conf"
@@ -105,18 +105,19 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     return Facts(None, None, devices, conf is not None, run.chips, conf_error)
 
 
-def _problem(dev: DeviceIp, conf_present: bool) -> str | None:
+def _problem(dev: DeviceIp, conf_present: bool) -> tuple[str, str | None] | None:
+    """(message, problem in ACTIONS or None for the fallback) of one device, or None."""
     if dev.error and "no ip was preset" not in dev.error:
-        return f"hccn_tool failed: {dev.error}"
+        return f"hccn_tool failed: {dev.error}", "tool_failed"
     if not dev.ip or not dev.netmask:
         got = dev.error or "empty output"
-        return f"no device IP/netmask, expected ipaddr and netmask ({got})"
+        return f"no device IP/netmask, expected ipaddr and netmask ({got})", None
     # Only entries present are compared: a file without address_N says nothing about device N.
     stale_ip = dev.conf_address is not None and dev.conf_address != dev.ip
     stale_mask = dev.conf_netmask is not None and dev.conf_netmask != dev.netmask
     if conf_present and (stale_ip or stale_mask):
         return (f"stale {ascend.HCCN_CONF}: address/netmask {dev.conf_address}/{dev.conf_netmask}, "
-                f"live {dev.ip}/{dev.netmask}")
+                f"live {dev.ip}/{dev.netmask}"), None
     return None
 
 
@@ -135,7 +136,8 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         where = f", matching {ascend.HCCN_CONF}" if facts.conf_present else ""
         return [passed(f"{len(facts.devices)} devices have an IP and netmask{where}", ips=ips)]
     ids = " ".join(str(i) for i in bad)
-    return conf + [common.device_finding(Status.FAIL, bad, facts.chips, ips=ips, remediation=(
+    return conf + [common.device_finding(Status.FAIL, {i: m for i, (m, _) in bad.items()}, facts.chips, ips=ips,
+                                         action=graded(ACTIONS, *(c for _, c in bad.values())), remediation=(
         f"Set the IP of device(s) {ids} with `{q(node.hccn_tool)} -i N -ip -s address <ip> "
         f"netmask <mask>` and make {ascend.HCCN_CONF} agree (address_N=<ip>, "
         f"netmask_N=<mask>); check with `{q(node.hccn_tool)} -i N -ip -g`"))]

@@ -22,7 +22,7 @@ from typing import Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.checkapi import Policy, CommandOutput, Finding, Metric, Status, passed
-from preflight.checkhelpers import worst
+from preflight.checkhelpers import graded, worst
 from preflight.ascend import hccn
 
 ID = "hccn.link"
@@ -34,13 +34,12 @@ POLICY = Policy(
     privilege="root",  # hccn_tool
 )
 # What to do with a fail/warn (preflight/actions.py). Link states: docs/FORMATS.md §3.1, §3.6.
-ACTIONS = (
-    (r"link DOWN, expected UP", "replace_hardware",
-     "a DOWN RoCE port: cable, optical module or switch port (docs/FAILURES.md rows 9, 11)"),
-    (r"link flapping", "monitor", "a port that went down and came back: watch it (docs/FAILURES.md row 16)"),
-    (r"hccn_tool not found", "fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
-    ("", "reset_device", "hccn_tool failing on a device: reset the chip (docs/FORMATS.md §3.10)"),
-)
+ACTIONS = {
+    "link_down": ("replace_hardware", "a DOWN RoCE port: cable, optical module or switch port (docs/FAILURES.md rows 9, 11)"),
+    "flapping": ("monitor", "a port that went down and came back: watch it (docs/FAILURES.md row 16)"),
+    "tool_missing": ("fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
+    "": ("reset_device", "hccn_tool failing on a device: reset the chip (docs/FORMATS.md §3.10)"),
+}
 DEFAULTS = {"max_link_up_count": 1, "flap_window_hours": 24}
 QUERIES = {"link": "-link -g", "link_stat": "-link_stat -g"}
 
@@ -99,25 +98,25 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     return Facts(run.skip, run.missing_tool, devices, run.chips)
 
 
-def _problems(dev: DeviceLink, params) -> tuple[Status, str] | None:
-    """The worst problem of one device, as (status, message), or None."""
+def _problems(dev: DeviceLink, params) -> tuple[Status, str, str | None] | None:
+    """The worst problem of one device, as (status, message, problem in ACTIONS or None), or None."""
     if dev.error and not dev.unsupported:
-        return Status.FAIL, f"hccn_tool failed: {dev.error}"
+        return Status.FAIL, f"hccn_tool failed: {dev.error}", None
     if dev.status == "DOWN":
-        return Status.FAIL, "link DOWN, expected UP"
+        return Status.FAIL, "link DOWN, expected UP", "link_down"
     if dev.stat_error:
-        return Status.FAIL, f"hccn_tool -link_stat failed: {dev.stat_error}"
+        return Status.FAIL, f"hccn_tool -link_stat failed: {dev.stat_error}", None
     if dev.up_count is not None and dev.up_count > params["max_link_up_count"]:
         return Status.WARN, (f"link flapping: {dev.up_count} link-up events, expected at most "
-                             f"{params['max_link_up_count']}")
+                             f"{params['max_link_up_count']}"), "flapping"
     if dev.recent_down_hours is not None and dev.recent_down_hours <= params["flap_window_hours"]:
         return Status.WARN, (f"link flapping: LINK DOWN {dev.recent_down_hours:.1f} h ago "
-                             f"({dev.down_records[0]}), within {params['flap_window_hours']} h")
+                             f"({dev.down_records[0]}), within {params['flap_window_hours']} h"), "flapping"
     return None
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    frame = common.frame_findings(facts, node)
+    frame = common.frame_findings(facts, node, graded(ACTIONS, "tool_missing"))
     if frame:
         return frame
     metrics = [Metric("link_up_count", d.up_count, "", {"device": str(i)}).to_dict()
@@ -130,8 +129,9 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         note = f" ({len(unsupported)} answered 'not supported': {' '.join(map(str, unsupported))})" if unsupported else ""
         return [passed(f"{judged} devices: RoCE link UP, no flapping{note}", metrics=metrics, **extra)]
     ids = " ".join(str(i) for i in bad)
-    return [common.device_finding(worst(s for s, _ in bad.values()), {i: m for i, (_, m) in bad.items()},
-                                  facts.chips, metrics=metrics, remediation=(
+    return [common.device_finding(worst(s for s, _, _ in bad.values()), {i: m for i, (_, m, _) in bad.items()},
+                                  facts.chips, action=graded(ACTIONS, *(c for _, _, c in bad.values())),
+                                  metrics=metrics, remediation=(
         f"Check the cable, optical module and switch port of device(s) {ids}: run "
         f"`for i in {ids}; do {node.hccn_tool} -i $i -link -g; {node.hccn_tool} -i $i "
         f"-link_stat -g; done` and reseat or replace the module/cable of the DOWN or flapping port"))]

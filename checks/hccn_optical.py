@@ -25,7 +25,7 @@ from typing import Mapping
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Status, passed, skipped
-from preflight.checkhelpers import first_line
+from preflight.checkhelpers import first_line, graded
 from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
@@ -36,12 +36,12 @@ POLICY = Policy(
     privilege="root",  # hccn_tool
 )
 # What to do with a fail/warn (preflight/actions.py). Module fields: docs/FORMATS.md §3.4.
-ACTIONS = (
-    (r"temperature", "monitor", "module temperature out of range: watch airflow before it fails"),
-    (r"hccn_tool failed", "reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
-    (r"hccn_tool not found", "fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
-    ("", "replace_hardware", "power below threshold, Los/LoL flags, module absent: fibre or module (docs/FAILURES.md rows 13, 14)"),
-)
+ACTIONS = {
+    "temperature": ("monitor", "module temperature out of range: watch airflow before it fails"),
+    "tool_failed": ("reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
+    "tool_missing": ("fix_config", "driver tools not installed or mounted (docs/FAILURES.md row 22)"),
+    "": ("replace_hardware", "power below threshold, Los/LoL flags, module absent: fibre or module (docs/FAILURES.md rows 13, 14)"),
+}
 DEFAULTS = {"pod_board_ids": ["0x30", "0x31", "0x32", "0x34"]}
 QUERIES = {"optical": "-optical -g"}
 BOARD_PROBE = "board"
@@ -118,20 +118,21 @@ def _out_of_range(opt: hccn.Optical, table: str, prefix: str) -> list[str]:
     return [f"{name}{lane} {v} mW outside [{low}, {high}]" for lane, v in sorted(bad)]
 
 
-def _problems(dev: DeviceOptical) -> list[tuple[Status, str]]:
+def _problems(dev: DeviceOptical) -> list[tuple[Status, str, str | None]]:
+    """(status, message, problem in ACTIONS or None for the fallback) of each problem of one device."""
     if dev.error:
         if dev.not_present_error:
-            return [(Status.FAIL, "optical module not present")]
-        return [] if dev.unsupported else [(Status.FAIL, f"hccn_tool failed: {dev.error}")]
+            return [(Status.FAIL, "optical module not present", None)]
+        return [] if dev.unsupported else [(Status.FAIL, f"hccn_tool failed: {dev.error}", "tool_failed")]
     opt = dev.optical
-    found = [] if opt.present == "present" else [(Status.FAIL, f"module {opt.present}, expected present")]
+    found = [] if opt.present == "present" else [(Status.FAIL, f"module {opt.present}, expected present", None)]
     for table, prefix, _ in POWER_RULES:
-        found += [(Status.FAIL, msg) for msg in _out_of_range(opt, table, prefix)]
-    found += [(Status.FAIL, f"{k} {v}, expected 0x0") for k, v in opt.flags.items() if v not in FLAG_OK]
+        found += [(Status.FAIL, msg, None) for msg in _out_of_range(opt, table, prefix)]
+    found += [(Status.FAIL, f"{k} {v}, expected 0x0", None) for k, v in opt.flags.items() if v not in FLAG_OK]
     t_low, t_high = opt.thresholds.get("Temp Low Thres"), opt.thresholds.get("Temp High Thres")
     t = opt.temperature
     if t is not None and t_low is not None and t_high is not None and not t_low <= t <= t_high:
-        found.append((Status.WARN, f"module temperature {t} C outside [{t_low}, {t_high}]"))
+        found.append((Status.WARN, f"module temperature {t} C outside [{t_low}, {t_high}]", "temperature"))
     return found
 
 
@@ -152,7 +153,7 @@ def _metrics(facts: Facts) -> list[dict]:
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    frame = common.frame_findings(facts, node)
+    frame = common.frame_findings(facts, node, graded(ACTIONS, "tool_missing"))
     if frame:
         return frame
     if facts.board_id and facts.board_id.lower() in [b.lower() for b in params["pod_board_ids"]]:
@@ -163,11 +164,11 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     if not bad:
         return [passed(f"{len(facts.devices)} devices: optical module present, power within "
                        f"thresholds, LOS/LOL clear", metrics=metrics, **unread)]
-    status = Status.FAIL if any(s is Status.FAIL for p in bad.values() for s, _ in p) else Status.WARN
+    status = Status.FAIL if any(s is Status.FAIL for p in bad.values() for s, _, _ in p) else Status.WARN
     ids = " ".join(str(i) for i in bad)
-    return [Finding(status, "; ".join(f"device {i} " + ", ".join(m for _, m in p) for i, p in bad.items()), {
+    return [Finding(status, "; ".join(f"device {i} " + ", ".join(m for _, m, _ in p) for i, p in bad.items()), {
         "failed_devices": list(bad), "metrics": metrics, **unread,
-        "devices": [common.device_ref(i, facts.chips, problems=[m for _, m in p]) for i, p in bad.items()],
-    }, remediation=(f"Clean or replace the fibre and optical module of device(s) {ids} (and the switch "
+        "devices": [common.device_ref(i, facts.chips, problems=[m for _, m, _ in p]) for i, p in bad.items()],
+    }, action=graded(ACTIONS, *(c for p in bad.values() for _, _, c in p)), remediation=(f"Clean or replace the fibre and optical module of device(s) {ids} (and the switch "
                     f"port's), reseat the module, then confirm with `for i in {ids}; do "
                     f"{node.hccn_tool} -i $i -optical -g; done`"))]

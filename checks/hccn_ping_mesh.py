@@ -29,7 +29,7 @@ from typing import Any
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, ClusterContext, Finding, Metric, Probe, Status, cmd, passed, sh
-from preflight.checkhelpers import Shell, seq, worst, q
+from preflight.checkhelpers import graded, Shell, seq, worst, q
 from preflight.net import ping
 from preflight.net.blame import blame_pairs, spread_pairs
 from preflight.ascend import hccn
@@ -45,12 +45,12 @@ POLICY = Policy(
 )
 USES = ("hccn.ip", "hccn.link")  # hccn.link: devices already known DOWN are left out (one cause, one red line)
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"unreadable from|hccn_tool not found", "fix_config", "the mesh could not run on a node (docs/FAILURES.md row 22)"),
-    (r"fail with most peers", "replace_hardware", "one device that no peer reaches: its port, cable or module (docs/FAILURES.md row 9)"),
-    (r"^0 of \d+ device pairs unreachable|(?<![\d.])(?!100%)\d+(?:\.\d+)?% loss", "monitor", "loss on some device pairs: a degrading link, watch it (docs/FAILURES.md row 9)"),
-    ("", "fix_config", "isolated bad pairs: routes, gateways or switch ACLs (docs/FORMATS.md §3.5)"),
-)
+ACTIONS = {
+    "unreadable": ("fix_config", "the mesh could not run on a node (docs/FAILURES.md row 22)"),
+    "alone": ("replace_hardware", "one device that no peer reaches: its port, cable or module (docs/FAILURES.md row 9)"),
+    "loss": ("monitor", "loss on some device pairs, none unreachable: a degrading link, watch it (docs/FAILURES.md row 9)"),
+    "": ("fix_config", "isolated bad pairs: routes, gateways or switch ACLs (docs/FORMATS.md §3.5)"),
+}
 DEFAULTS: dict = {
     "pkt": 3,
     "cross_rail": False,  # every device pair instead of same-index devices only
@@ -227,7 +227,8 @@ def _findings(status: Status, bad: list[PairResult], tested: list[PairResult], i
         out.append(Finding(status, f"{node}: {'; '.join(parts)}: " + "; ".join(_describe(r, ips) for r in mine[:4])
                            + (f" (+{len(mine) - 4} more)" if len(mine) > 4 else ""),
                            {"failed_devices": sorted(devs), "devices": [common.device_ref(d, chips) for d in sorted(devs)],
-                            "pairs": [_describe(r, ips) for r in mine]}, fix, node=node))
+                            "pairs": [_describe(r, ips) for r in mine]}, fix, node=node,
+                           action=graded(ACTIONS, "alone" if alone else None, "loss" if status is Status.WARN else None)))
     return out
 
 
@@ -262,4 +263,5 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     summary = (f"{len(bad)} of {len(res)} device pairs unreachable, {len(weak)} lossy"
                + (f"; blamed: {blamed}" if blamed else "") + (f"; unreadable from: {'; '.join(broken)}" if broken else ""))
     return [Finding(status, summary, details, "see the per-node results" if findings else
-                    "check hccn_tool on the listed nodes and rerun")] + findings
+                    "check hccn_tool on the listed nodes and rerun",
+                    action=graded(ACTIONS, "unreadable" if broken else None, None if bad else "loss"))] + findings

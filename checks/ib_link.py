@@ -31,19 +31,20 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, Status, passed, require_ok, skipped
+from preflight.checkhelpers import graded
 from preflight.nvidia import ibstat, probes as nv, roce
 
 ID = "ib.link"
 SCOPE = "node"
 POLICY = Policy(backend="nvidia", gate=True)
 # What to do with a fail/warn (preflight/actions.py), as hccn.link grades a RoCE port.
-ACTIONS = (
-    (r"\(RoCE, netdev .*\): netdev", "replace_hardware", "a RoCE port's netdev down: cable, transceiver, switch port, or `ip link set up`"),
-    (r"expected Active/LinkUp", "replace_hardware", "an IB port not Active/LinkUp: cable, transceiver or switch port"),
-    (r"rate .* expected", "monitor", "a port below the expected rate: watch it, check the cable's rating"),
-    (r"not found", "fix_config", "a port named in the inventory's `ports` that the node does not have"),
-    ("", "fix_config", "ibstat / ibstatus / sysfs not readable"),
-)
+ACTIONS = {
+    "netdev_down": ("replace_hardware", "a RoCE port's netdev down: cable, transceiver, switch port, or `ip link set up`"),
+    "port_down": ("replace_hardware", "an IB port not Active/LinkUp: cable, transceiver or switch port"),
+    "slow": ("monitor", "a port below the expected rate: watch it, check the cable's rating"),
+    "not_found": ("fix_config", "a port named in the inventory's `ports` that the node does not have"),
+    "": ("fix_config", "ibstat / ibstatus / sysfs not readable"),
+}
 DEFAULTS: dict = {"rate": None, "roce_rate": None, "ports": []}
 
 
@@ -112,13 +113,16 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
                 True: _expected([j for j in judged if j.roce], params.get("roce_rate"))}
     metrics = [Metric("ib_rate", j.rate or 0, "Gb/s", {"port": j.port.name}).to_dict() for j in judged]
     problems = [f"port {w} not found ({facts.source})" for w in missing]
+    codes = ["not_found" for _ in missing]
     bad: list[dict] = []
     for j in judged:
         want = expected[j.roce]
         if not j.up:
             text = f"{j.label}{': ' if j.netdev else ' '}{j.down_text}"
+            codes.append("netdev_down" if j.netdev else "port_down")
         elif want and j.rate and j.rate < want:
             text = f"{j.label} rate {j.rate:g} Gb/s, expected {want:g}"
+            codes.append("slow")
         else:
             continue
         problems.append(text)
@@ -140,4 +144,4 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     }, remediation="Check the cable and switch port of each port named (`ibstat <ca>`; Polling means no link "
                    "partner), that the subnet manager runs (`sminfo`), and reseat or replace the transceiver; for a "
                    "RoCE netdev: `ip link show <netdev>` / `ethtool <netdev>`, `ip link set <netdev> up` if it is "
-                   "administratively down, else its cable and switch port")]
+                   "administratively down, else its cable and switch port", action=graded(ACTIONS, *codes))]

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from preflight.checkapi import Policy, Choice, ClusterContext, Finding, Metric, Probe, Status, cmd, passed
-from preflight.checkhelpers import worst
+from preflight.checkhelpers import graded, worst
 from preflight.net import ping, pinger
 from preflight.net.blame import blame_pairs, spread_pairs as pairs
 
@@ -37,10 +37,10 @@ SCOPE = "cluster"
 POLICY = Policy(trend_metric=("ping_rtt", True), cost="network")
 USES = ("env.comm",)
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"^0 of \d+ pairs unreachable|(?<![\d.])(?!100%)\d+(?:\.\d+)?% loss", "monitor", "loss or slow answers, nothing unreachable: a degrading path, watch it"),
-    ("", "fix_config", "an unreachable pair: interface, route or firewall (docs/FAILURES.md rows 19-21)"),
-)
+ACTIONS = {
+    "weak": ("monitor", "loss or slow answers, nothing unreachable: a degrading path, watch it"),
+    "": ("fix_config", "an unreachable pair: interface, route or firewall (docs/FAILURES.md rows 19-21)"),
+}
 DEFAULTS: dict = {
     "count": 3,  # echo requests per pair
     "interval": 0.2,  # seconds between them (0.2 is the smallest iputils allows without root)
@@ -160,7 +160,8 @@ def _node_findings(status: Status, bad: list[PairResult], tested: list[PairResul
                f"(`ip route get <peer ip>`, `iptables -S | grep -iE 'drop|reject'`)")
         findings.append(Finding(status, f"{head}: {'; '.join(_describe(r, addr) for r in mine[:4])}"
                                 + (f" (+{len(mine) - 4} more)" if len(mine) > 4 else ""),
-                                {"pairs": [_describe(r, addr) for r in mine]}, fix, node=name))
+                                {"pairs": [_describe(r, addr) for r in mine]}, fix, node=name,
+                                action=graded(ACTIONS, "weak" if status is Status.WARN else None)))
     return findings
 
 
@@ -219,4 +220,4 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
                + (f"; blamed: {blamed}" if blamed else "") + (f"; unreadable from {len(broken)} node(s)" if broken else "")
                + note)
     fix = "see the per-node results" if findings else "rerun; the mesh output of the listed nodes could not be read"
-    return [Finding(status, summary, details, fix)] + findings
+    return [Finding(status, summary, details, fix, action=graded(ACTIONS, None if bad else "weak"))] + findings

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, Status, cmd
-from preflight.checkhelpers import worst
+from preflight.checkhelpers import graded, worst
 from preflight.net import sockets
 from preflight.net.sockets import Listener, PortSysctl
 
@@ -34,10 +34,10 @@ SCOPE = "node"
 USES = ("env.comm",)  # the launch environment (MASTER_ADDR/PORT, HCCL's ports) and whether this node is the master
 POLICY = Policy(gate=True, on_busy="skip", busy_reason="its ports are in use by the job")
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"is in use", "restart_process", "a leftover process holds a port the job needs (docs/FAILURES.md row 7)"),
-    ("", "fix_config", "port ranges in the inventory or sysctl (docs/FAILURES.md row 7)"),
-)
+ACTIONS = {
+    "in_use": ("restart_process", "a leftover process holds a port the job needs (docs/FAILURES.md row 7)"),
+    "": ("fix_config", "port ranges in the inventory or sysctl (docs/FAILURES.md row 7)"),
+}
 DEFAULTS: dict = {
     "extra_ports": [],  # ints or "lo-hi" strings, checked on every node
     "hccl_ports": 16,  # HCCL_IF_BASE_PORT occupies 16 ports (docs/ENV.md §A.3)
@@ -151,7 +151,8 @@ def _ephemeral(planned: list[Planned], facts: Facts, params) -> list[tuple[Statu
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
     planned, bad = plan(facts, params, node)
-    problems = _collisions(planned, facts) + _overlap(planned) + _ephemeral(planned, facts, params)
+    collisions = _collisions(planned, facts)
+    problems = collisions + _overlap(planned) + _ephemeral(planned, facts, params)
     problems += [(Status.FAIL, b, "fix the net.ports parameters in the inventory") for b in bad]
     details = {"planned": [str(p) for p in planned], "master": facts.comm.is_master, "source": facts.source,
                "ephemeral_range": list(facts.sysctl.ephemeral) if facts.sysctl else None}
@@ -160,4 +161,6 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     status = worst(s for s, _, _ in problems)
     top = [(m, r) for s, m, r in problems if s is status]
     details["problems"] = [{"status": s.value, "message": m, "remediation": r} for s, m, r in problems]
-    return [Finding(status, "; ".join(m for m, _ in top), details, "; ".join(dict.fromkeys(r for _, r in top)))]
+    in_use = status is Status.FAIL and bool(collisions)  # a collision is always a fail
+    return [Finding(status, "; ".join(m for m, _ in top), details, "; ".join(dict.fromkeys(r for _, r in top)),
+                    action=graded(ACTIONS, "in_use" if in_use else None))]

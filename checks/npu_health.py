@@ -20,12 +20,12 @@ different cards (ASCEND_VISIBLE_DEVICES); a missing npu-smi means the driver is 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Status, passed, require_ok, tool_failure
-from preflight.checkhelpers import first_line, worst, q
+from preflight.checkhelpers import graded, first_line, worst, q
 from preflight.ascend import fault_codes, npu_smi
 
 ID = "npu.health"
@@ -38,28 +38,32 @@ POLICY = Policy(
 )
 # What to do with a fail/warn (preflight/actions.py): the error codes by the vendor's own grading
 # (preflight/data/npu_fault_codes.yaml), then the failures npu-smi itself reports.
-ACTIONS = fault_codes.rows() + (
-    (r"npu-smi not found", "fix_config", "driver not installed or not on PATH: docs/FAILURES.md row 22"),
-    (r"because the device is used", "restart_process", "another container holds the NPUs: docs/FAILURES.md rows 1, 23"),
-    (r"Invalid card id|chips listed by npu-smi, expected", "reboot_node",
-     "a card off the PCIe bus: reboot, then a hardware ticket if it stays missing (docs/FAILURES.md row 2)"),
-    (r"inventory says devices", "fix_config", "more chips than the inventory's devices: the inventory is wrong"),
-    (r"error codes none reported", "reset_device",
-     "unhealthy with no code: reset the chip as npu-smi's health page advises (docs/FAILURES.md row 3)"),
-    ("", "reboot_node", "npu-smi failing otherwise: reload the driver or reboot (docs/FORMATS.md §1.5)"),
-)
+ACTIONS = {
+    **fault_codes.problems(),
+    "tool_missing": ("fix_config", "driver not installed or not on PATH: docs/FAILURES.md row 22"),
+    "device_used": ("restart_process", "another container holds the NPUs: docs/FAILURES.md rows 1, 23"),
+    "card_lost": ("reboot_node", "a card off the PCIe bus: reboot, then a hardware ticket if it stays missing (docs/FAILURES.md row 2)"),
+    "inventory": ("fix_config", "more chips than the inventory's devices: the inventory is wrong"),
+    "no_code": ("reset_device", "unhealthy with no code: reset the chip as npu-smi's health page advises (docs/FAILURES.md row 3)"),
+    "": ("reboot_node", "npu-smi failing otherwise: reload the driver or reboot (docs/FORMATS.md §1.5)"),
+}
 DEFAULTS: dict = {}
 PROBE = ascend.NPU_SMI_PROBE
 # Health column / Health Status value -> verdict (HIASCEND npusmi_027/028). Anything else fails.
 VERDICTS = {"OK": Status.PASS, "Warning": Status.WARN, "Alarm": Status.FAIL,
             "Critical": Status.FAIL, "UNKNOWN": Status.FAIL}
-# Known npu-smi failure text -> the fix (docs/FAILURES.md rows 1, 2, 23).
-FIXES: tuple[tuple[str, str], ...] = (
-    ("because the device is used", "Stop the other container that has these NPUs mounted (`docker ps`, "
+# Known npu-smi failure text -> (problem in ACTIONS, the fix) (docs/FAILURES.md rows 1, 2, 23).
+FIXES: tuple[tuple[str, str, str], ...] = (
+    ("because the device is used", "device_used", "Stop the other container that has these NPUs mounted (`docker ps`, "
      "check its --device /dev/davinciN), or give this one different cards through ASCEND_VISIBLE_DEVICES"),
-    ("Invalid card id", "A card dropped off the bus: compare `lspci | grep d80` with the expected card "
+    ("Invalid card id", "card_lost", "A card dropped off the bus: compare `lspci | grep d80` with the expected card "
      "count, then reboot the node or open a hardware ticket"),
 )
+
+
+def _told(text: str) -> list[str]:
+    """The problems (ACTIONS) npu-smi's own failure text names: its known errors and fault codes."""
+    return [p for needle, p, _ in FIXES if needle in text] + fault_codes.codes_in(text)
 DEFAULT_FIX = ("Check the driver: `cat {home}/driver/version.info`, `dmesg | grep -i davinci`; reload it "
                "or reboot the node")
 
@@ -116,16 +120,18 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
 
 def _tool_failure(facts: Facts, node) -> Finding:
     if facts.missing:
-        return tool_failure(f"npu-smi not found: looked for {ascend.NPU_SMI_PATH_HINT}",
-                            output=facts.tool_error, remediation="Install the Ascend driver package (it ships /usr/local/bin/npu-smi), "
-                                   "or add its directory to PATH for non-interactive SSH shells")
-    fix = next((f for needle, f in FIXES if needle in facts.tool_error),
+        return replace(tool_failure(f"npu-smi not found: looked for {ascend.NPU_SMI_PATH_HINT}",
+                                    output=facts.tool_error, remediation="Install the Ascend driver package (it ships "
+                                    "/usr/local/bin/npu-smi), or add its directory to PATH for non-interactive SSH shells"),
+                       action=graded(ACTIONS, "tool_missing"))
+    fix = next((f for needle, _, f in FIXES if needle in facts.tool_error),
                DEFAULT_FIX.format(home=q(node.ascend_home)))
-    return tool_failure(f"npu-smi info failed: {facts.tool_error}", fix, output=facts.tool_error)
+    return replace(tool_failure(f"npu-smi info failed: {facts.tool_error}", fix, output=facts.tool_error),
+                   action=graded(ACTIONS, *_told(facts.tool_error)))
 
 
 def _chip_problem(chip: npu_smi.Chip, health: npu_smi.Health | None,
-                  health_error: str | None = None) -> tuple[Status, str, dict] | None:
+                  health_error: str | None = None) -> tuple[Status, str, dict, list[str]] | None:
     # The table's Health and -t health's Health Status: the worse of the two counts.
     verdict = worst(VERDICTS.get(s, Status.FAIL) for s in (chip.health, health.status if health else "OK"))
     if verdict is Status.PASS:
@@ -137,7 +143,8 @@ def _chip_problem(chip: npu_smi.Chip, health: npu_smi.Health | None,
     detail = {"device": chip.logical_id, "npu": chip.npu, "chip": chip.chip, "health": status,
               "error_codes": list(health.error_codes) if health else [],
               "error_information": health.information if health else ""}
-    return verdict, msg, detail
+    told = _told(codes) if codes != "none reported" else ["no_code"]  # the codes, or -t health's own failure
+    return verdict, msg, detail, told
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
@@ -147,27 +154,30 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     found = {c.logical_id for c in chips}
     problems = [p for c in chips if (p := _chip_problem(c, facts.health.get((c.npu, c.chip)),
                                                          facts.health_errors.get((c.npu, c.chip))))]
-    findings_msgs = [m for _, m, _ in problems]
-    failed = [d["device"] for _, _, d in problems]
+    findings_msgs = [m for _, m, _, _ in problems]
+    failed = [d["device"] for _, _, d, _ in problems]
+    told = [p for _, _, _, t in problems for p in t]
     status = Status.PASS
     if problems:
-        status = Status.FAIL if any(s is Status.FAIL for s, _, _ in problems) else Status.WARN
+        status = Status.FAIL if any(s is Status.FAIL for s, _, _, _ in problems) else Status.WARN
     if len(chips) < node.devices:
         absent = [d for d in range(node.devices) if d not in found] if max(found, default=-1) < node.devices else []
         findings_msgs.insert(0, f"{len(chips)} chips listed by npu-smi, expected {node.devices} (inventory devices)"
                              + (f"; missing device(s) {' '.join(map(str, absent))}" if absent else ""))
         failed = absent + failed
         status = Status.FAIL
+        told.append("card_lost")
     elif len(chips) > node.devices:
         findings_msgs.insert(0, f"{len(chips)} chips listed by npu-smi, inventory says devices: {node.devices}")
         status = Status.FAIL if status is Status.FAIL else Status.WARN
+        told.append("inventory")
     if status is Status.PASS:
         return [passed(f"{len(chips)} chips, all Health OK (npu-smi {facts.table.tool_version}, "
                        f"driver {facts.table.driver_version})", layout=facts.table.layout)]
     return [Finding(status, "; ".join(findings_msgs), {
-        "failed_devices": failed, "devices": [d for _, _, d in problems], "chips_listed": len(chips),
+        "failed_devices": failed, "devices": [d for _, _, d, _ in problems], "chips_listed": len(chips),
         "devices_expected": node.devices,
-    }, remediation=_remediation(problems, len(chips), node))]
+    }, remediation=_remediation(problems, len(chips), node), action=graded(ACTIONS, *told))]
 
 
 def _remediation(problems, listed: int, node) -> str:

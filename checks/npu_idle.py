@@ -27,7 +27,7 @@ from typing import Mapping
 
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Metric, Status, passed, require_ok, tool_failure
-from preflight.checkhelpers import first_line
+from preflight.checkhelpers import first_line, graded
 from preflight.ascend import npu_smi
 
 ID = "npu.idle"
@@ -41,11 +41,11 @@ POLICY = Policy(
 )
 REQUIRES = ("npu.health",)  # npu-smi missing or failing is npu.health's red line, not a second one
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"process\(es\) on NPUs", "restart_process", "a leftover job on the NPUs: stop it (docs/FAILURES.md row 1)"),
-    (r"HBM", "reset_device", "HBM in use with no process: memory held by a dead context, reset the chip"),
-    ("", "monitor", "npu-smi gave no table: see npu.health"),
-)
+ACTIONS = {
+    "processes": ("restart_process", "a leftover job on the NPUs: stop it (docs/FAILURES.md row 1)"),
+    "hbm_held": ("reset_device", "HBM in use with no process: memory held by a dead context, reset the chip"),
+    "": ("monitor", "npu-smi gave no table, or DDR in use on a 310-family chip: see npu.health"),
+}
 DEFAULTS = {"max_hbm_used_pct": 10.0,
             "max_ddr_used_pct": None}  # 310/310P DDR: not judged unless set (the device OS's share is unknown)
 PROBE = ascend.NPU_SMI_PROBE
@@ -118,7 +118,8 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
             "devices": [_ref(c, hbm_used_mb=c.hbm_used_mb, hbm_total_mb=c.hbm_total_mb, mem_used_mb=c.mem_used_mb,
                              mem_total_mb=c.mem_total_mb) for c, _, _ in held],
         }, remediation=("Find the container or process holding the NPU (`lsof /dev/davinci<N>`, `docker ps`) "
-                        "and stop it, or reset the chip with `npu-smi set -t reset -i <npu> -c <chip>`"))]
+                        "and stop it, or reset the chip with `npu-smi set -t reset -i <npu> -c <chip>`"),
+            action=graded(ACTIONS, "hbm_held" if any(_has_hbm(c) for c, _, _ in held) else None))]
     hbm = [c for c in facts.chips if _has_hbm(c)]
     how = [f"HBM use at most {float(params['max_hbm_used_pct']):g}%"] if hbm else []
     if len(unjudged) < len(facts.chips) - len(hbm):
@@ -143,4 +144,5 @@ def _busy(facts: Facts, by_pos, metrics) -> Finding:
     return Finding(Status.FAIL, f"{len(rows)} process(es) on NPUs, expected none: {text}", {
         "failed_devices": failed, "processes": rows, "devices": rows, "metrics": metrics,
     }, remediation=(f"Stop the leftover job: `kill {pids}` (for a blank name find the owning container with "
-                    f"`docker ps` / `kubectl get pods -o wide` and stop it), then re-run preflight"))
+                    f"`docker ps` / `kubectl get pods -o wide` and stop it), then re-run preflight"),
+        action=graded(ACTIONS, "processes"))

@@ -34,7 +34,7 @@ SCOPE = "cluster"
 # environment as the container sees it (the image's ENV and the job's -e settings count there).
 POLICY = Policy(where="job")
 # What to do with a fail/warn (preflight/actions.py): the layout is the job's configuration.
-ACTIONS = (("", "fix_config", "ranks per node against visible devices (docs/FAILURES.md row 26)"),)
+ACTIONS = {"": ("fix_config", "ranks per node against visible devices (docs/FAILURES.md row 26)")}
 DEFAULTS: dict[str, Any] = {}
 
 VISIBLE_VAR = "ASCEND_RT_VISIBLE_DEVICES"

@@ -73,7 +73,7 @@ from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
 from preflight.checkapi import (Policy, Choice, ClusterContext, CommandOutput, Finding, Metric, Probe, Status, cmd, passed, sh,
                                 skipped)
-from preflight.checkhelpers import Shell, first_line, seq, worst
+from preflight.checkhelpers import Shell, first_line, graded, seq, worst
 from preflight.smoke import isolate, worker_source
 
 ID = "smoke.allreduce"
@@ -89,10 +89,10 @@ POLICY = Policy(
 )
 USES = ("env.comm", "net.ports")
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"under min_busbw_gbps", "monitor", "bandwidth below the floor: a degrading link, watch it"),
-    ("", "fix_config", "an all-reduce that fails: interfaces, addresses, ports (docs/FAILURES.md rows 4-6, 17-21)"),
-)
+ACTIONS = {
+    "below_min": ("monitor", "bandwidth below min_busbw_gbps: a degrading link, watch it"),
+    "": ("fix_config", "an all-reduce that fails: interfaces, addresses, ports (docs/FAILURES.md rows 4-6, 17-21)"),
+}
 DEFAULTS: dict[str, Any] = {
     "nodes": None,  # [rank0, rank1] (pair) or the selection (pairs); default: picked from the reachable nodes
     "mode": Choice("pair", "pairs", "all"),
@@ -711,7 +711,7 @@ def _evaluate_pair(pr: PairResult, params: Mapping[str, Any]) -> list[Finding]:
             f"sum correct, busbw {pr.busbw or 0:.3g} GB/s, latency {pr.metric('latency_ms') or 0:.3g} ms")
     th = _threshold(pr, params)
     if th:
-        return [Finding(th[0], f"{th[1]} ({text})", details, R_SLOW)]
+        return [Finding(th[0], f"{th[1]} ({text})", details, R_SLOW, action=graded(ACTIONS, "below_min"))]
     return [passed(text, **details)]
 
 
@@ -758,11 +758,12 @@ def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Ma
     if slow:
         status = worst(th[0] for _, th in slow)
         if not out:
-            out.append(Finding(status, f"{len(slow)} of {len(first)} pair(s) under min_busbw_gbps", details, R_SLOW))
+            out.append(Finding(status, f"{len(slow)} of {len(first)} pair(s) under min_busbw_gbps", details, R_SLOW,
+                               action=graded(ACTIONS, "below_min")))
         for pr, th in slow:
             for n in (pr.a, pr.b):
                 if n not in verdict:
-                    out.append(Finding(th[0], th[1], {}, R_SLOW, node=n))
+                    out.append(Finding(th[0], th[1], {}, R_SLOW, node=n, action=graded(ACTIONS, "below_min")))
     if not out:
         bws = [pr.busbw for pr in first.values() if pr.busbw is not None]
         out.append(passed(f"{len(first)} pair(s) passed all_reduce with the right sum; busbw min "

@@ -20,6 +20,6 @@ ID = "ssh.connect"
 SCOPE = "node"
 POLICY = Policy(gate=True)
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (("", "fix_config", "ssh reachability is configured in the inventory and the node's sshd"),)
+ACTIONS = {"": ("fix_config", "ssh reachability is configured in the inventory and the node's sshd")}
 DEFAULTS: dict = {}
 # The runner produces this check's results from the connection attempt; it sends no probe.

@@ -38,7 +38,7 @@ POLICY = Policy(
     node_params=("timeout_s",),  # a slow mount on one node may need longer
 )
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (("", "fix_config", "mounts and data sets that differ between nodes: fix the mount or re-sync"),)
+ACTIONS = {"": ("fix_config", "mounts and data sets that differ between nodes: fix the mount or re-sync")}
 DEFAULTS: dict[str, Any] = {
     "max_depth": 4,
     "max_files": 1000,

@@ -31,7 +31,7 @@ POLICY = Policy(
     where="job",  # on a node with a container: inside the job's container
 )
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (("", "fix_config", "unreadable or missing data paths: mount, permissions"),)
+ACTIONS = {"": ("fix_config", "unreadable or missing data paths: mount, permissions")}
 DEFAULTS: dict[str, Any] = {"max_depth": 3, "max_entries": 20000, "max_unreadable": 20, "timeout_s": 30}
 PROBE_PREFIX = "data_"
 PAIR = {".bin": ".idx", ".idx": ".bin"}

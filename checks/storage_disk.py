@@ -26,18 +26,20 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight.checkapi import Policy, CommandOutput, Finding, Metric, ParseError, Probe, Status, cmd, passed, require_ok, sh
-from preflight.checkhelpers import Shell, first_line, q
+from preflight.checkhelpers import Shell, first_line, graded, q
 
 ID = "storage.disk"
 SCOPE = "node"
 POLICY = Policy(trend_metric=("free_space", False))
 # What to do with a fail/warn (preflight/actions.py).
-ACTIONS = (
-    (r"Input/output error|I/O error", "replace_hardware", "a disk that fails writes with EIO"),
-    (r"read-only", "fix_config", "a read-only mount: remount rw (and read dmesg for why it was remounted)"),
-    (r"free|inodes", "monitor", "space running out: clean up before the next checkpoint"),
-    ("", "fix_config", "checkpoint path missing or not writable: mount, permissions"),
-)
+ACTIONS = {
+    "io_error": ("replace_hardware", "a disk that fails writes with EIO"),
+    "read_only": ("fix_config", "a read-only mount: remount rw (and read dmesg for why it was remounted)"),
+    "low_space": ("monitor", "space running out: clean up before the next checkpoint"),
+    "": ("fix_config", "checkpoint path missing or not writable: mount, permissions"),
+}
+# The OS's own error text (strerror, as stat/touch print it) -> problem in ACTIONS.
+ERRNO_PROBLEMS: tuple[tuple[str, str], ...] = (("Input/output error", "io_error"), ("I/O error", "io_error"))
 DEFAULTS: dict[str, Any] = {
     "min_free_gib": 50,          # checkpoint path
     "min_free_pct": 10,
@@ -184,7 +186,8 @@ def _space_findings(s: PathSpace, params: Mapping[str, Any], user: str) -> list[
             return []  # storage.data reports a missing or unreadable data path, once
         fix = f"Create it: `mkdir -p {q(s.path)} && chown {user} {q(s.path)}`." if s.missing else \
             f"Check the mount and permissions: `ls -ld {q(s.path)}`; `stat -f {q(s.path)}`."
-        return [Finding(Status.FAIL, f"checkpoint path {s.path}: {s.error}", {"path": s.path}, fix)]
+        return [Finding(Status.FAIL, f"checkpoint path {s.path}: {s.error}", {"path": s.path}, fix,
+                        action=graded(ACTIONS, *_os_problems(s.error)))]
     gib_key, pct_key, ino_key, status = LIMITS[s.role]
     need_b, need_pct, need_ino = params[gib_key] * GIB, params[pct_key], params[ino_key]
     problems = []
@@ -197,7 +200,7 @@ def _space_findings(s: PathSpace, params: Mapping[str, Any], user: str) -> list[
     return [Finding(status, f"{s.role} path {s.path}{_where(s)}: " + "; ".join(problems),
                     {"path": s.path, "avail_bytes": s.avail_bytes, "free_inodes": s.free_inodes},
                     f"Free space at {s.path} (`du -sh {q(s.path)}/* | sort -h`; remove old checkpoints) "
-                    f"or point paths.{s.role} at a larger filesystem.")]
+                    f"or point paths.{s.role} at a larger filesystem.", action=graded(ACTIONS, "low_space"))]
 
 
 def _write_findings(facts: Facts, user: str) -> list[Finding]:
@@ -211,7 +214,12 @@ def _write_findings(facts: Facts, user: str) -> list[Finding]:
         fix = f"Give the login user write access: `chown {user} {q(path)}` (or `chmod u+w {q(path)}`)."
         what = f"is not writable by {user}"
     return [Finding(Status.FAIL, f"checkpoint path {path} {what}: {facts.write_error}",
-                    {"path": path, "error": facts.write_error, "read_only": facts.read_only}, fix)]
+                    {"path": path, "error": facts.write_error, "read_only": facts.read_only}, fix,
+                    action=graded(ACTIONS, "read_only" if facts.read_only else None, *_os_problems(facts.write_error)))]
+
+
+def _os_problems(error: str | None) -> list[str]:
+    return [p for text, p in ERRNO_PROBLEMS if text in (error or "")]
 
 
 def _metrics(facts: Facts) -> list[dict[str, Any]]:
@@ -235,4 +243,5 @@ def evaluate(facts: Facts, params: Mapping[str, Any], node) -> list[Finding]:
         measured = ", ".join(f"{s.path} {_gib(s.avail_bytes)} free ({s.free_pct:.0f}%)" for s in facts.paths if not s.error)
         wrote = "; checkpoint writable" if facts.writable else ""
         return [passed((measured or "nothing measured") + wrote, metrics=metrics)]
-    return [Finding(f.status, f.summary, {**f.details, "metrics": metrics}, f.remediation) for f in findings]
+    return [Finding(f.status, f.summary, {**f.details, "metrics": metrics}, f.remediation, action=f.action)
+            for f in findings]

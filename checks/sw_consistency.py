@@ -35,7 +35,7 @@ import preflight
 from preflight import launchenv
 from preflight.checkapi import (Policy, ClusterContext, CommandOutput, Finding, ParseError, Probe, Status, cmd, passed,
                                 require_ok, sh)
-from preflight.checkhelpers import first_line, worst, q
+from preflight.checkhelpers import graded, first_line, worst, q
 from preflight import backend as backends
 from preflight.net.blame import consensus
 
@@ -46,10 +46,11 @@ POLICY = Policy(
 )
 USES = ("cann.env", "cuda.env", "container.runtime")
 # What to do with a fail/warn (preflight/actions.py): versions are installed configuration.
-ACTIONS = (
-    (r"not in the compatibility table|outside the versions", "monitor", "an unknown combination: not known bad (preflight/data/compat.yaml)"),
-    ("", "fix_config", "versions that differ or are a known-bad combination (preflight/data/compat.yaml)"),
-)
+ACTIONS = {
+    "unknown_combination": ("monitor", "an unknown combination: not known bad (preflight/data/compat.yaml)"),
+    "": ("fix_config", "versions that differ or are a known-bad combination (preflight/data/compat.yaml)"),
+}
+UNKNOWN = "unknown_combination"
 DEFAULTS: dict[str, Any] = {"ignore": [], "compat_table": True}
 COMPAT_PATH = Path(preflight.__file__).resolve().parent / "data" / "compat.yaml"
 
@@ -144,31 +145,31 @@ def _ref(table: Mapping[str, Any], key: str) -> str:
     return f"{ref.get('title', key)}" + (f" <{ref['url']}>" if ref.get("url") else "")
 
 
-def combination_problems(v: Mapping[str, str], table: Mapping[str, Any]) -> list[tuple[Status, str, str]]:
-    """(status, what, reference) for one node's versions, from the table alone."""
-    out: list[tuple[Status, str, str]] = []
+def combination_problems(v: Mapping[str, str], table: Mapping[str, Any]) -> list[tuple[Status, str, str, str | None]]:
+    """(status, what, reference, problem in ACTIONS or None) for one node's versions, from the table alone."""
+    out: list[tuple[Status, str, str, str | None]] = []
     npu, torch, cann, py = v.get("torch_npu", ""), v.get("torch", ""), v.get("toolkit", ""), v.get("python", "")
     if npu and not torch:
-        out.append((Status.FAIL, f"torch_npu {npu} is installed without torch", _ref(table, table["torch_npu_naming"]["ref"])))
+        out.append((Status.FAIL, f"torch_npu {npu} is installed without torch", _ref(table, table["torch_npu_naming"]["ref"]), None))
     if npu and torch and line_of(npu) != line_of(torch):
         out.append((Status.FAIL, f"torch_npu {npu} is built for torch {line_of(npu)}, installed torch is {torch}",
-                    _ref(table, table["torch_npu_naming"]["ref"])))
+                    _ref(table, table["torch_npu_naming"]["ref"]), None))
     row = next((r for r in table["torch_npu"] if str(r["torch_npu"]) == npu), None) if npu else None
     if npu and row is None:
         out.append((Status.WARN, f"torch_npu {npu} is not in the compatibility table (unknown combination)",
-                    "preflight/data/compat.yaml"))
+                    "preflight/data/compat.yaml", UNKNOWN))
     if row is not None and cann and cann_base(cann) not in [str(c) for c in row["cann"]]:
         out.append((Status.WARN, f"torch_npu {npu} is documented for CANN {', '.join(map(str, row['cann']))}, "
-                                 f"toolkit is {cann} (unknown combination)", _ref(table, row["ref"])))
+                                 f"toolkit is {cann} (unknown combination)", _ref(table, row["ref"]), None))
     minor = ".".join(py.split(".")[:2]) if py else ""
     if row is not None and minor and minor not in [str(p) for p in row["python"]]:
         out.append((Status.WARN, f"python {py} is not among the versions torch_npu {npu} is published for "
-                                 f"({', '.join(map(str, row['python']))})", _ref(table, row["ref"])))
+                                 f"({', '.join(map(str, row['python']))})", _ref(table, row["ref"]), None))
     mig = table.get("migration_python", {})
     # The migration guides' Python range matters where no release table row decides it.
     if npu and row is None and minor and mig and minor not in [str(p) for p in mig["validated"]]:
         out.append((Status.WARN, f"python {py} is outside the versions the migration guides validated "
-                                 f"({', '.join(map(str, mig['validated']))}; {mig.get('best')} best)", _ref(table, mig["ref"])))
+                                 f"({', '.join(map(str, mig['validated']))}; {mig.get('best')} best)", _ref(table, mig["ref"]), UNKNOWN))
     return out
 
 
@@ -248,19 +249,20 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     versions, broken = _versions(ctx)
     ignore = set(ctx.params.get("ignore", []))
     table = load_table() if ctx.params.get("compat_table", True) else None
-    per_node: dict[str, list[tuple[Status, str, str]]] = {n: [] for n in ctx.nodes}
-    summary_parts: list[tuple[Status, str]] = []
+    per_node: dict[str, list[tuple[Status, str, str, str | None]]] = {n: [] for n in ctx.nodes}  # (.., fix, problem)
+    summary_parts: list[tuple[Status, str, str | None]] = []
     for name, why in broken.items():
         per_node[name].append((Status.FAIL, f"python unusable: {why}",
-                               f"Set `python:` for {name} in the inventory to the interpreter that has torch_npu (e.g. /opt/conda/bin/python3)."))
+                               f"Set `python:` for {name} in the inventory to the interpreter that has torch_npu (e.g. /opt/conda/bin/python3).",
+                               None))
     for field, c in _mismatches(versions, ignore, backends.groups(ctx.nodes)):
         label, sev = FIELDS[field]
         if c.majority is None:
-            summary_parts.append((sev, f"{label} differs with no majority: {c.describe()}"))
+            summary_parts.append((sev, f"{label} differs with no majority: {c.describe()}", None))
             continue
         for node, value in c.outliers.items():
             per_node[node].append((sev, f"{label} {value}, expected {c.majority} (as on {len(c.groups[c.majority])} other nodes)",
-                                   f"On {node}: {_fix(field, c.majority, ctx.nodes[node].python)}."))
+                                   f"On {node}: {_fix(field, c.majority, ctx.nodes[node].python)}.", None))
     combos = {n: combination_problems({k: x for k, x in v.items() if x and x != ABSENT}, table)
               for n, v in versions.items()} if table else {}
     _spread(combos, per_node, summary_parts, len(versions))
@@ -269,34 +271,35 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
 
 def _spread(combos, per_node, summary_parts, n_nodes: int) -> None:
     """A combination problem every node shares belongs to the summary; otherwise blame its nodes."""
-    by_text: dict[tuple[Status, str, str], list[str]] = {}
+    by_text: dict[tuple[Status, str, str, str | None], list[str]] = {}
     for node, problems in combos.items():
         for p in problems:
             by_text.setdefault(p, []).append(node)
-    for (status, what, ref), nodes in by_text.items():
+    for (status, what, ref, problem), nodes in by_text.items():
         text = f"{what} [ref: {ref}]"
         if len(nodes) == n_nodes and n_nodes > 1:
-            summary_parts.append((status, f"{text} on every node"))
+            summary_parts.append((status, f"{text} on every node", problem))
         else:
             for node in nodes:
                 per_node[node].append((status, text, "Install versions from one row of the referenced table "
-                                                     "(`pip install torch==<v> torch_npu==<v>`)."))
+                                                     "(`pip install torch==<v> torch_npu==<v>`).", problem))
 
 
 def _findings(ctx, versions, per_node, summary_parts) -> list[Finding]:
     blamed = []
     for node, items in sorted(per_node.items()):
         if items:
-            blamed.append(Finding(worst(s for s, _, _ in items), f"{node}: " + "; ".join(w for _, w, _ in items),
-                                  {"versions": versions.get(node, {})}, " ".join(dict.fromkeys(f for _, _, f in items)),
-                                  node=node))
-    status = worst([s for s, _ in summary_parts] + [f.status for f in blamed])
+            blamed.append(Finding(worst(s for s, _, _, _ in items), f"{node}: " + "; ".join(w for _, w, _, _ in items),
+                                  {"versions": versions.get(node, {})}, " ".join(dict.fromkeys(f for _, _, f, _ in items)),
+                                  node=node, action=graded(ACTIONS, *(p for *_, p in items))))
+    status = worst([s for s, _, _ in summary_parts] + [f.status for f in blamed])
     details = {"versions": versions}
     if status is Status.PASS:
         return [passed(_agreed_text(versions, backends.groups(ctx.nodes)), **details)]
-    text = "; ".join([t for _, t in summary_parts] + [f.summary for f in blamed])
+    text = "; ".join([t for _, t, _ in summary_parts] + [f.summary for f in blamed])
     fix = "Install the same versions on every node, from one row of the compatibility table (preflight/data/compat.yaml)."
-    return [Finding(status, text, details, fix)] + blamed
+    problems = [p for _, _, p in summary_parts] + [p for items in per_node.values() for *_, p in items]
+    return [Finding(status, text, details, fix, action=graded(ACTIONS, *problems))] + blamed
 
 
 def _agreed_text(versions: Mapping[str, Mapping[str, str]], groups: Mapping[str, list[str]] | None = None) -> str:

@@ -40,7 +40,7 @@ import yaml
 import preflight
 from preflight import launchenv
 from preflight.checkapi import Policy, ClusterContext, CommandOutput, Finding, Probe, Status, cmd, passed, sh, skipped
-from preflight.checkhelpers import first_line, worst, q
+from preflight.checkhelpers import graded, first_line, worst, q
 
 ID = "sw.stack"
 SCOPE = "cluster"
@@ -48,10 +48,10 @@ SCOPE = "cluster"
 # imports are the image's (or its mounts'), the host's copies are not what the job loads.
 POLICY = Policy(where="job")
 # What to do with a fail/warn (preflight/actions.py): the installed stack is configuration.
-ACTIONS = (
-    (r"no Megatron pairing known", "monitor", "an unknown pairing: not known bad"),
-    ("", "fix_config", "MindSpeed / Megatron-LM / torch_npu versions or the job's entry (docs/MIGRATION.md §7)"),
-)
+ACTIONS = {
+    "unknown_pairing": ("monitor", "an unknown pairing: not known bad"),
+    "": ("fix_config", "MindSpeed / Megatron-LM / torch_npu versions or the job's entry (docs/MIGRATION.md §7)"),
+}
 DEFAULTS: dict[str, Any] = {"import_timeout": 120}
 TABLE_PATH = Path(preflight.__file__).resolve().parent / "data" / "mindspeed.yaml"
 PROBE, MARK = "sw_stack", "@@sw-stack "
@@ -193,23 +193,24 @@ def made_for(stack: Stack, table: Mapping[str, Any]) -> tuple[str | None, str]:
     return None, "MindSpeed version unknown"
 
 
-def _problems(name: str, node, s: Stack, job: Mapping[str, Any], table) -> list[tuple[Status, str, str]]:
+def _problems(name: str, node, s: Stack, job: Mapping[str, Any], table) -> list[tuple[Status, str, str, str | None]]:
+    """(status, problem, fix, problem in ACTIONS or None) for one node's stack."""
     mpath = job["megatron_path"]
     if s.python_error:
         return [(Status.FAIL, f"{node.python} could not run in the launch environment: {s.python_error}",
-                 f"install python3 on {name} or fix the inventory's python")]
-    out: list[tuple[Status, str, str]] = []
+                 f"install python3 on {name} or fix the inventory's python", None)]
+    out: list[tuple[Status, str, str, str | None]] = []
     if s.megatron_error:
         out.append((Status.FAIL, f"Megatron-LM tree unreadable: {s.megatron_error}",
-                    "point job.megatron_path at the Megatron-LM checkout (it holds megatron/core/package_info.py)"))
+                    "point job.megatron_path at the Megatron-LM checkout (it holds megatron/core/package_info.py)", None))
     elif s.megatron_branch and (m := BRANCH_RE.search(s.megatron_branch)) and m.group(1) != s.megatron:
         out.append((Status.WARN, f"Megatron-LM branch {s.megatron_branch} but package_info.py says {s.megatron_label}",
-                    f"check out one release in {mpath} (`git -C {q(mpath)} status`)"))
+                    f"check out one release in {mpath} (`git -C {q(mpath)} status`)", None))
     if getattr(node, "backend", "auto") == "nvidia":
         return out
     if s.adaptor is None:
         return out + [(Status.FAIL, "mindspeed is not installed for the job's python",
-                       "install MindSpeed: `git clone -b <branch> https://gitee.com/ascend/MindSpeed.git && pip install -e MindSpeed`")]
+                       "install MindSpeed: `git clone -b <branch> https://gitee.com/ascend/MindSpeed.git && pip install -e MindSpeed`", None)]
     core, how = made_for(s, table)
     if core and s.megatron and core != s.megatron:
         rows = [r for r in table["rows"] if str(r["megatron_core"]) == s.megatron]
@@ -217,17 +218,18 @@ def _problems(name: str, node, s: Stack, job: Mapping[str, Any], table) -> list[
         out.append((Status.FAIL, f"{how} is made for Megatron core {core}, {mpath} is {s.megatron_label}"
                     + (f" (branch {s.megatron_branch})" if s.megatron_branch else ""),
                     f"check out Megatron-LM core_r{core} in {mpath}" +
-                    (f", or install MindSpeed {row['mindspeed']} (made for {s.megatron})" if row else "")))
+                    (f", or install MindSpeed {row['mindspeed']} (made for {s.megatron})" if row else ""), None))
     elif "not in MindSpeed's table" in how or core is None:
-        out.append((Status.WARN, f"{how}: no Megatron pairing known for it", "use a MindSpeed branch from its version table"))
+        out.append((Status.WARN, f"{how}: no Megatron pairing known for it", "use a MindSpeed branch from its version table",
+                    "unknown_pairing"))
     if s.adaptor != "ok":
         out.append((Status.FAIL, f"import {ADAPTOR} fails: {s.adaptor}",
-                    "fix the MindSpeed install (its requirements, torch_npu) until `python -c 'import mindspeed.megatron_adaptor'` works"))
+                    "fix the MindSpeed install (its requirements, torch_npu) until `python -c 'import mindspeed.megatron_adaptor'` works", None))
     if s.entry_error:
-        out.append((Status.FAIL, f"training script unreadable: {s.entry_error}", "fix job.entry"))
+        out.append((Status.FAIL, f"training script unreadable: {s.entry_error}", "fix job.entry", None))
     elif s.entry_imports_adaptor is False:
         out.append((Status.WARN, f"{job['entry']} does not import {ADAPTOR}: it would run without MindSpeed",
-                    f"add `import {ADAPTOR}` after `import torch` in {job['entry']}"))
+                    f"add `import {ADAPTOR}` after `import torch` in {job['entry']}", None))
     return out
 
 
@@ -236,7 +238,7 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     if not job.get("megatron_path"):
         return [skipped("no job.megatron_path in the inventory: no Megatron tree to pair")]
     table = load_table()
-    blamed, seen = [], {}
+    blamed, seen, named = [], {}, {}  # named: node -> its problems in ACTIONS
     for name in sorted(ctx.nodes):
         out = ctx.planned.get(name, {}).get(PROBE)
         if out is None or out.timed_out or out.error:
@@ -252,9 +254,11 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
         probs = _problems(name, ctx.nodes[name], s, job, table)
         if probs:
             st = worst(p[0] for p in probs)
-            blamed.append(Finding(st, f"{name}: " + "; ".join(m for _, m, _ in probs), {"megatron": s.megatron_label,
+            blamed.append(Finding(st, f"{name}: " + "; ".join(m for _, m, _, _ in probs), {"megatron": s.megatron_label,
                                   "mindspeed": s.mindspeed_ref or s.mindspeed_version},
-                                  " ".join(dict.fromkeys(r for _, _, r in probs)), node=name))
+                                  " ".join(dict.fromkeys(r for _, _, r, _ in probs)), node=name,
+                                  action=graded(ACTIONS, *(p for *_, p in probs))))
+            named[name] = [p for *_, p in probs]
     pairs = sorted({(s.megatron_label, s.mindspeed_ref or s.mindspeed_version or "-") for s in seen.values()})
     details = {"pairs": [{"megatron": m, "mindspeed": ms} for m, ms in pairs], "reference": table["reference"]["title"]}
     if not blamed:
@@ -267,4 +271,6 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
     same = {f.summary.split(": ", 1)[1] for f in blamed} if blamed else set()
     head = (f"{len(blamed)} nodes: {next(iter(same))}" if len(same) == 1 and len(blamed) > 1
             else "; ".join(texts[:4]) + (f" (+{len(texts) - 4} more)" if len(texts) > 4 else ""))
-    return [Finding(status, head, details, " ".join(dict.fromkeys(fixes)) or "see the per-node results")] + blamed
+    shown = blamed if len(same) == 1 and len(blamed) > 1 else blamed[:4]  # the findings the head names
+    return [Finding(status, head, details, " ".join(dict.fromkeys(fixes)) or "see the per-node results",
+                    action=graded(ACTIONS, *(p for f in shown for p in named.get(f.node, ()))))] + blamed

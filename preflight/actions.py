@@ -2,22 +2,20 @@
 grade an Xid (monitor it, fix the configuration, restart the job, reset the device, reboot the
 node, replace the hardware).
 
-Why a table per check and not a rule in the core: the check knows its findings. A check module
-declares `ACTIONS`, rows of `(pattern, action, source)`: `pattern` is a regular expression searched
-in the finding's summary, `source` names where the grading comes from (a vendor page, the fault
-code table in preflight/data/). The worst action among the rows that match wins, because one
-summary can name several problems (`device 1 link DOWN; device 2 link flapping`). A row with an
-empty pattern is the check's fallback, used when no other row matches. A finding may also set its
-action itself (Finding.action) when it computed it from data, and that wins.
+Why the check decides and not a rule in the core: the check knows the cause. A check module
+declares `ACTIONS`, a table `{problem: (action, source)}`: `problem` is a code the check names
+where it finds that cause, `source` says where the grading comes from (a vendor page, the fault
+code table in preflight/data/). A finding sets its action from it (`action=graded(ACTIONS,
+"link_down", ...)`: the worst of the problems it names, since one finding can name several), or
+from data (npu-smi's fault codes, the Xid table). The row `""` is the check's fallback, given to
+a fail or warn that set none (and to the runner's own results for that check). The wording of a
+summary never selects an action: rewording a message cannot change the repair.
 
-A fail or warn that no row grades gets DEFAULT[status] (warn: monitor, fail: fix_config), so a
-check written before it had a table still says something to act on; tests/test_check_contract.py
-holds every shipped check to a table with a fallback row.
+A fail or warn of a check without a fallback gets DEFAULT[status] (warn: monitor, fail:
+fix_config); tests/test_check_contract.py holds every shipped check to a table with a fallback.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .model import Result, Status
@@ -30,40 +28,25 @@ GRADED = (Status.FAIL, Status.WARN)
 DEFAULT = {Status.WARN: "monitor", Status.FAIL: "fix_config"}
 
 
-@dataclass(frozen=True)
-class Rule:
-    pattern: str
-    action: str
-    source: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_re", re.compile(self.pattern) if self.pattern else None)
-
-    def matches(self, summary: str) -> bool:
-        rx = getattr(self, "_re")
-        return rx is not None and rx.search(summary) is not None
-
-
 class RuleError(ValueError):
     pass
 
 
-def rules(rows: Iterable[Any], where: str) -> tuple[Rule, ...]:
-    """A module's ACTIONS rows as Rules; a bad row is the module's bug, named here."""
-    out = []
-    for i, row in enumerate(rows):
-        if not isinstance(row, (tuple, list)) or len(row) != 3 or not all(isinstance(x, str) for x in row):
-            raise RuleError(f"{where}: ACTIONS[{i}] must be (pattern, action, source) strings, got {row!r}")
-        pattern, action, source = row
-        if action not in RANK:
-            raise RuleError(f"{where}: ACTIONS[{i}]: action {action!r}; expected one of {', '.join(ACTIONS)}")
-        if not source.strip():
-            raise RuleError(f"{where}: ACTIONS[{i}] ({pattern!r}) cites no source")
-        try:
-            out.append(Rule(pattern, action, source))
-        except re.error as exc:
-            raise RuleError(f"{where}: ACTIONS[{i}]: bad pattern {pattern!r}: {exc}") from None
-    return tuple(out)
+def table(rows: Mapping[str, Any], where: str) -> Mapping[str, tuple[str, str]]:
+    """A module's ACTIONS as read-only {problem: (action, source)}; a bad row is the module's bug, named here."""
+    from types import MappingProxyType
+
+    if not isinstance(rows, Mapping):
+        raise RuleError(f"{where}: ACTIONS must be a mapping {{problem: (action, source)}}, got {type(rows).__name__}")
+    for problem, row in rows.items():
+        if not isinstance(problem, str) or not isinstance(row, tuple) or len(row) != 2 \
+                or not all(isinstance(x, str) for x in row):
+            raise RuleError(f"{where}: ACTIONS[{problem!r}] must be (action, source) strings, got {row!r}")
+        if row[0] not in RANK:
+            raise RuleError(f"{where}: ACTIONS[{problem!r}]: action {row[0]!r}; expected one of {', '.join(ACTIONS)}")
+        if not row[1].strip():
+            raise RuleError(f"{where}: ACTIONS[{problem!r}] cites no source")
+    return MappingProxyType(dict(rows))
 
 
 def worst_action(actions: Iterable[str | None]) -> str | None:
@@ -71,26 +54,29 @@ def worst_action(actions: Iterable[str | None]) -> str | None:
     return max(found, key=RANK.__getitem__) if found else None
 
 
-def choose(table: Iterable[Rule], status: Status, summary: str) -> str | None:
-    """The action for one finding of a check with `table` (None for pass, skip, error)."""
+def graded(rows: Mapping[str, tuple[str, str]], *problems: str | None) -> str | None:
+    """The worst action of the problems named in a check's ACTIONS (a KeyError for one the table
+    lacks: the check's bug). None and "" name no problem: a finding that names none gets the
+    check's fallback (assign), and one that names some is graded by those alone."""
+    return worst_action(rows[p][0] for p in problems if p)
+
+
+def fallback(rows: Mapping[str, tuple[str, str]], status: Status) -> str | None:
+    """The action of a result that set none: the check's "" row, else DEFAULT (None for pass, skip, error)."""
     if status not in GRADED:
         return None
-    table = tuple(table)
-    hit = worst_action(r.action for r in table if r.matches(summary))
-    if hit:
-        return hit
-    fallback = next((r.action for r in table if not r.pattern), None)
-    return fallback or DEFAULT[status]
+    row = rows.get("")
+    return row[0] if row else DEFAULT[status]
 
 
-def assign(results: Iterable[Result], tables: Mapping[str, Iterable[Rule]]) -> list[Result]:
+def assign(results: Iterable[Result], tables: Mapping[str, Mapping[str, tuple[str, str]]]) -> list[Result]:
     """Every result with its action filled in (an action a finding set itself is kept)."""
     from dataclasses import replace
 
     out = []
     for r in results:
         if r.action is None and r.status in GRADED:
-            r = replace(r, action=choose(tables.get(r.check, ()), r.status, r.summary))
+            r = replace(r, action=fallback(tables.get(r.check, {}), r.status))
         out.append(r)
     return out
 

@@ -31,9 +31,11 @@ TypeError at import, a value outside its set a ContractError::
     POLICY = Policy(gate=True, privilege="root", privilege_group="HwHiAiUser", backend="ascend")
     POLICY = Policy(where="job", disruptive=True, cost="heavy", trend_metric=("busbw", False), plan_rounds=2)
 
-    ACTIONS = (("link DOWN", "replace_hardware", "source"), ("", "fix_config", "source"))
-                                # what to do with a fail/warn: (regex on the summary, action, where
-                                #   the grading comes from); "" is the fallback (preflight/actions.py)
+    ACTIONS = {"link_down": ("replace_hardware", "source"), "": ("fix_config", "source")}
+                                # what to do with a fail/warn: {problem: (action, where the grading
+                                #   comes from)}; a finding names its problems where the check finds
+                                #   them, Finding(..., action=graded(ACTIONS, "link_down")); "" is the
+                                #   fallback (preflight/actions.py); the wording never selects one
 
 A vendor tool that does not give its answer (docs/writing-a-check.md §4, the one rule): missing,
 or failing with its own error text, on a node that should have it, is a `fail` built by
@@ -262,7 +264,7 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)
     remediation: str | None = None
     node: str | None = None  # cluster checks: the blamed node; None for the summary row
-    action: str | None = None  # set only when computed from data; else the module's ACTIONS table decides
+    action: str | None = None  # graded(ACTIONS, problem...) where the check knows the cause; None: the fallback
 
     def __post_init__(self) -> None:
         if self.status in (Status.FAIL, Status.WARN) and not self.remediation:

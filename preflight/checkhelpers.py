@@ -1,5 +1,6 @@
 """Helpers a check may use beyond the contract (preflight.checkapi): quoting outside a probe,
-fragments joined, first lines of a tool's output, and the worst of several statuses.
+fragments joined, first lines of a tool's output, the worst of several statuses, and the action
+of the problems a finding names (`graded(ACTIONS, "link_down")`, preflight/actions.py).
 
 Why a module of their own: checkapi's `__all__` is the one page of contract every check follows
 (docs/writing-a-check.md opens with it); these are conveniences, used by some checks and by the
@@ -9,10 +10,11 @@ from __future__ import annotations
 import shlex
 from typing import Any, Iterable
 
+from .actions import graded
 from .checkapi import Shell, TemplateError
 from .model import worst
 
-__all__ = ["Shell", "first_line", "line_with", "q", "seq", "worst"]
+__all__ = ["Shell", "first_line", "graded", "line_with", "q", "seq", "worst"]
 
 
 def q(value: Any) -> str:

@@ -34,8 +34,8 @@ class CheckInfo:
     uses: tuple[str, ...]
     defaults: dict[str, Any]
     policy: Policy = Policy()
-    actions: tuple = ()
-    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # enumerated parameters: allowed values  # preflight.actions.Rule rows from the module's ACTIONS
+    actions: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # the module's ACTIONS (preflight/actions.py)
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # enumerated parameters: allowed values
 
     def __getattr__(self, name: str) -> Any:
         if name in POLICY_FIELDS:
@@ -106,10 +106,10 @@ def policy(module: ModuleType) -> Policy:
     return declared
 
 
-def _actions(module: ModuleType) -> tuple:
-    from .actions import RuleError, rules
+def _actions(module: ModuleType) -> Mapping[str, tuple[str, str]]:
+    from .actions import RuleError, table
     try:
-        return rules(getattr(module, "ACTIONS", ()), module.__name__)
+        return table(getattr(module, "ACTIONS", {}), module.__name__)
     except RuleError as exc:
         raise ContractError(str(exc)) from None
 

@@ -1,5 +1,6 @@
-"""npu-smi fault codes -> action rows, read from preflight/data/npu_fault_codes.yaml (the vendor's
-own grading of each code; the file cites it). Used by npu.health's ACTIONS."""
+"""npu-smi fault codes -> actions, read from preflight/data/npu_fault_codes.yaml (the vendor's own
+grading of each code; the file cites it). Used by npu.health's ACTIONS: one problem `code:<CODE>`
+a code, graded by this table, never by the wording around it."""
 from __future__ import annotations
 
 import re
@@ -33,9 +34,17 @@ def table() -> dict[str, str]:
     return out
 
 
-def rows(source: str = "preflight/data/npu_fault_codes.yaml (MindCluster faultCode.json)") -> tuple[tuple[str, str, str], ...]:
-    """One ACTIONS row per action: a regex of every code graded so (word-bounded, case-insensitive)."""
-    by_action: dict[str, list[str]] = {}
-    for code, action in sorted(table().items()):
-        by_action.setdefault(action, []).append(code)
-    return tuple((r"(?i)\b(?:" + "|".join(codes) + r")\b", action, source) for action, codes in by_action.items())
+SOURCE = "preflight/data/npu_fault_codes.yaml (MindCluster faultCode.json)"
+_WORD = re.compile(r"\b[0-9A-Fa-f]{8}\b")
+
+
+def problems(source: str = SOURCE) -> dict[str, tuple[str, str]]:
+    """ACTIONS rows {"code:<CODE>": (action, source)}, one a code of the table."""
+    return {f"code:{code}": (action, source) for code, action in sorted(table().items())}
+
+
+def codes_in(text: str) -> list[str]:
+    """The `code:<CODE>` problems of the graded codes in a text npu-smi printed (an 8-digit hex word;
+    one inside a longer hex word is not that code)."""
+    graded = table()
+    return [f"code:{w.upper()}" for w in _WORD.findall(text) if w.upper() in graded]

@@ -10,7 +10,7 @@ means "not supported here"), a loop cut short is unreadable output (error). A ch
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, TypeVar
 
 from ..checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd, require_ok, skipped, tool_failure
@@ -112,27 +112,28 @@ def loop_devices(run: HccnRun, outputs, name: str, what: str) -> dict[int, Comma
 
 
 def device_finding(status: Status, problems: dict[int, str], chips: dict[int, tuple[int, int]],
-                   remediation: str, **details) -> Finding:
+                   remediation: str, action: str | None = None, **details) -> Finding:
     """The SPEC shape of a device-level fail/warn: `device N <problem>; ...` with failed_devices and
-    the npu and chip of each device in details."""
+    the npu and chip of each device in details; `action` as the check graded the problems."""
     return Finding(status, "; ".join(f"device {i} {m}" for i, m in problems.items()), {
         "failed_devices": list(problems),
         "devices": [device_ref(i, chips, problem=m) for i, m in problems.items()],
         **details,
-    }, remediation=remediation)
+    }, remediation=remediation, action=action)
 
 
-def frame_findings(run: HccnRun, node: Node) -> list[Finding] | None:
-    """The results every hccn.* check gives before looking at devices (skip, tool missing)."""
+def frame_findings(run: HccnRun, node: Node, missing_action: str | None = None) -> list[Finding] | None:
+    """The results every hccn.* check gives before looking at devices (skip, tool missing, graded
+    `missing_action` as the check's ACTIONS say)."""
     if run.skip:
         return [skipped(run.skip)]
     if run.missing_tool:
-        return [tool_failure(
+        return [replace(tool_failure(
             f"hccn_tool not found at {run.missing_tool} (looked there: ascend_home "
             f"{node.ascend_home})", path=run.missing_tool,
             remediation=f"Install the Ascend driver package on this node (it ships "
             f"{run.missing_tool}), or set ascend_home in the inventory to where driver/ lives; in a "
-            f"container mount -v {node.ascend_home}/driver:{node.ascend_home}/driver")]
+            f"container mount -v {node.ascend_home}/driver:{node.ascend_home}/driver"), action=missing_action)]
     return None
 
 

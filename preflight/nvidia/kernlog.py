@@ -125,9 +125,3 @@ def parse(text: str) -> list[LogEvent]:
                                 line[r.start():].strip()[:200], rule))
             break
     return out
-
-
-def action_rows() -> tuple[tuple[str, str, str], ...]:
-    """gpu.health's ACTIONS rows for these findings (`<rule name> in the kernel log`), from RULES."""
-    rows = tuple((re.escape(r.name) + " in the kernel log", r.action, r.source) for r in RULES)
-    return rows + ((r"missing from nvidia-smi", "reboot_node", "a GPU the kernel log names but nvidia-smi does not list"),)

@@ -63,7 +63,7 @@ UNKNOWN = XidInfo("not in preflight's table", Status.WARN, "look the Xid up in N
                   "(https://docs.nvidia.com/deploy/xid-errors/)")
 
 # The action (preflight/actions.py) of each resolution bucket above: the Xid table is the one place
-# an Xid is graded; gpu.health's ACTIONS rows are derived from it (action_rows).
+# an Xid is graded; gpu.health's ACTIONS rows are derived from it (`xid:N`, action_of).
 BUCKET_ACTION = {APP: "restart_process", RESET: "reset_device", REBOOT: "reboot_node"}
 CATALOGUE = "NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors)"
 
@@ -71,13 +71,6 @@ CATALOGUE = "NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors)"
 def action_of(info: XidInfo) -> str:
     """A bucket's action; a remediation of its own is a reset when the Xid fails, else watched."""
     return BUCKET_ACTION.get(info.action, "reset_device" if info.status is Status.FAIL else "monitor")
-
-
-def action_rows() -> tuple[tuple[str, str, str], ...]:
-    """ACTIONS rows for gpu.health's Xid findings (`Xid N <name> in the kernel log`), one per Xid of
-    the table, then an Xid it does not know: watched (the least action, so it never outranks)."""
-    return tuple((rf"Xid {n} ", action_of(info), f"Xid {n} {info.name}: {CATALOGUE}")
-                 for n, info in sorted(XID_TABLE.items())) + ((r"Xid \d+ ", "monitor", f"an Xid not in the table: {CATALOGUE}"),)
 
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\): (?P<xid>\d+),\s*(?P<text>.*)$")

@@ -142,20 +142,22 @@ def test_hang_is_an_error_not_a_verdict():
 
 
 def test_xid_findings_are_graded_as_the_xid_table_says():
-    """gpu.health's Xid actions are derived from preflight/nvidia/xid.py: an application-level Xid
-    is a job restart (never outranked by a generic Xid row), Xid 79 a reboot, an unknown one watched."""
-    from preflight import actions
-    from preflight.model import Result, Status
-    from preflight.registry import discover
+    """gpu.health's Xid actions come from preflight/nvidia/xid.py, by the Xid's number: an
+    application-level Xid is a job restart, Xid 79 a reboot, Xid 48 a reset, an unknown one watched;
+    with several, the worst wins."""
+    bus = H100_HEALTHY.split("\nGPU ")[1].split("\n")[0]  # GPU 0's, as -q prints it: 00000000:18:00.0
+    pci = bus[4:].rsplit(".", 1)[0]
 
-    table = {"gpu.health": discover()["gpu.health"].actions}
-    def graded(summary):
-        [r] = actions.assign([Result("gpu.health", "g1", Status.FAIL, summary, remediation="x")], table)
-        return r.action
-    assert graded("GPU 0 Xid 13 Graphics Engine Exception in the kernel log: ...") == "restart_process"
-    assert graded("GPU 0 Xid 79 GPU has fallen off the bus in the kernel log: ...") == "reboot_node"
-    assert graded("GPU 0 Xid 48 Double Bit ECC Error (DBE) in the kernel log: ...") == "reset_device"
-    assert graded("GPU 0 Xid 999 not in preflight's table in the kernel log: ...") == "monitor"
+    def graded(*xids, at=pci):
+        lines = "\n".join(f"[...] NVRM: Xid (PCI:{at}): {n}, pid=7062, some text" for n in xids)
+        [f] = run(health_outputs(log=kernel_log(lines)))
+        return f.action
+    assert graded(13) == "restart_process"
+    assert graded(79) == "reboot_node"
+    assert graded(48) == "reset_device"
+    assert graded(999) == "monitor"
+    assert graded(999, 13, 48) == "reset_device"
+    assert graded(13, at="0000:01:00") == "reboot_node"  # a GPU the log names that nvidia-smi does not list
 
 
 # ---- the kernel log beyond Xid lines: real samples (tests/fixtures/nvidia/*mesg*, journalctl__*) --------------
@@ -213,11 +215,9 @@ def test_xid_63_and_the_remap_state_agree():
 
 
 def test_each_kernel_log_finding_gets_its_rule_action():
-    from preflight import actions
-    table = actions.rules(check.ACTIONS, check.ID)
     cases = [(at_bus(H100_HEALTHY, 0, "00000000:01:00.0"), NOUVEAU, "fix_config"),
              (at_bus(H100_HEALTHY, 3, "00000000:B3:00.0"), FALLEN_NO_XID, "reboot_node"),
              (H100_HEALTHY, INIT_JOURNAL, "reboot_node")]
     for q, log, want in cases:
         [f] = run(health_outputs(q, kernel_log(log)))
-        assert actions.choose(table, f.status, f.summary) == want, f.summary
+        assert f.action == want, f.summary

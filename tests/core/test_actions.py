@@ -1,15 +1,21 @@
-"""Actions: the grading tables are data with sources, the worst matching row wins, every shipped
-check has a table with a fallback, and the npu-smi code table reads as the vendor grades it."""
+"""Actions: the check sets a finding's action from the cause it found (a problem named in its
+ACTIONS table, with a source), never from the finding's wording; the worst named problem wins,
+every shipped check has a fallback row, and the npu-smi code table reads as the vendor grades it."""
 from __future__ import annotations
 
+import re
 import types
+from dataclasses import replace
 
 import pytest
 
 from preflight import actions
 from preflight.ascend import fault_codes
+from preflight.checks import hccn_link, npu_health
 from preflight.model import Result, Status
 from preflight.registry import ContractError, _actions, discover
+from tests.checks.ascend_helpers import loop, node, same, smi
+from tests.support import fixture_body
 
 ALL = discover()
 
@@ -17,38 +23,81 @@ ALL = discover()
 @pytest.mark.parametrize("cid", sorted(ALL))
 def test_every_check_grades_its_failures_with_a_fallback_row(cid):
     table = ALL[cid].actions
-    assert table, f"{cid}: no ACTIONS table (preflight/actions.py)"
-    assert any(not r.pattern for r in table), f"{cid}: ACTIONS needs a fallback row ('', action, source)"
-    assert all(r.source.strip() for r in table)
+    assert "" in table, f"{cid}: ACTIONS needs a fallback row '': (action, source)"
+    for problem, (action, source) in table.items():
+        assert re.fullmatch(r"[a-z_]*|[a-z_]+:[0-9A-Za-z_]+", problem), \
+            f"{cid}: ACTIONS key {problem!r} is a problem code, not a pattern over wording"
+        assert action in actions.RANK and source.strip()
 
 
-def test_worst_matching_row_wins_and_fallback_only_without_match():
-    table = actions.rules([("DOWN", "replace_hardware", "s"), ("flapping", "monitor", "s"),
-                           ("", "reset_device", "s")], "t")
-    assert actions.choose(table, Status.FAIL, "device 1 link DOWN; device 2 flapping") == "replace_hardware"
-    assert actions.choose(table, Status.WARN, "device 2 flapping") == "monitor"
-    assert actions.choose(table, Status.FAIL, "hccn_tool failed") == "reset_device"
-    assert actions.choose(table, Status.PASS, "all UP") is None
-    assert actions.choose(table, Status.ERROR, "could not read") is None
-    assert actions.choose((), Status.WARN, "x") == "monitor" and actions.choose((), Status.FAIL, "x") == "fix_config"
+def test_a_kernel_log_kind_grades_alike():
+    from preflight.nvidia import kernlog
+
+    by_kind: dict[str, set[str]] = {}
+    for r in kernlog.RULES:
+        by_kind.setdefault(r.kind, set()).add(r.action)
+    assert all(len(a) == 1 for a in by_kind.values()), by_kind  # gpu.health's ACTIONS keys them by kind
 
 
-def test_a_finding_that_set_its_action_keeps_it():
-    r = Result("hccn.link", "n1", Status.FAIL, "link DOWN", action="reboot_node")
-    (out,) = actions.assign([r], {"hccn.link": ALL["hccn.link"].actions})
-    assert out.action == "reboot_node"
+def test_the_worst_named_problem_wins_and_none_named_gets_the_fallback():
+    table = actions.table({"down": ("replace_hardware", "s"), "flapping": ("monitor", "s"),
+                           "": ("reset_device", "s")}, "t")
+    assert actions.graded(table, "down", "flapping") == "replace_hardware"
+    assert actions.graded(table, "flapping", None) == "monitor"
+    assert actions.graded(table) is None and actions.graded(table, None, "") is None
+    with pytest.raises(KeyError):
+        actions.graded(table, "no_such_problem")
+    assert actions.fallback(table, Status.FAIL) == "reset_device" and actions.fallback(table, Status.PASS) is None
+    assert actions.fallback({}, Status.WARN) == "monitor" and actions.fallback({}, Status.FAIL) == "fix_config"
+    assert actions.fallback(table, Status.ERROR) is None
+
+
+def test_a_finding_that_set_its_action_keeps_it_and_one_that_did_not_gets_the_fallback():
+    set_ = Result("hccn.link", "n1", Status.FAIL, "link DOWN", action="reboot_node")
+    unset = Result("hccn.link", "n1", Status.FAIL, "device 5 link DOWN, expected UP")
+    out = actions.assign([set_, unset], {"hccn.link": ALL["hccn.link"].actions})
+    assert [r.action for r in out] == ["reboot_node", "reset_device"]  # the wording of `unset` selects nothing
+
+
+UP = fixture_body("hccn_tool_-link_-g__UP__mindcluster-doc.txt")
+STABLE = "[devid 0]current time        : Wed Aug  2 03:36:43 2022\n[devid 0]link up count       : 1\n" \
+         "[devid 0]link change records : NA\n"
+
+
+def test_wording_never_selects_an_action():
+    """The same cause graded the same whatever the words: rewording a finding (as a reporter or a
+    redaction may) keeps its action, and a fallback cause whose text happens to read like another
+    problem is not graded as that problem."""
+    outs = {"npu_smi": smi(), "link": loop({**{d: UP for d in range(8)}, 5: "link status: DOWN\n"}),
+            "link_stat": same(STABLE)}
+    [down] = hccn_link.evaluate(hccn_link.parse(outs), hccn_link.DEFAULTS, node())
+    assert down.action == "replace_hardware"
+    reworded = replace(down, summary="device 5: the port is not up")
+    r = actions.assign([Result("hccn.link", "n1", reworded.status, reworded.summary, action=reworded.action)],
+                       {"hccn.link": ALL["hccn.link"].actions})
+    assert r[0].action == "replace_hardware"
+    # hccn_tool's own error text that reads "link DOWN, expected UP" is still a failing tool: the
+    # fallback (reset the chip), where a regex over the summary graded it as a DOWN port
+    outs["link"] = loop({**{d: UP for d in range(8)}, 5: ("Error: link DOWN, expected UP\n", 1)})
+    [failed] = hccn_link.evaluate(hccn_link.parse(outs), hccn_link.DEFAULTS, node())
+    assert "hccn_tool failed" in failed.summary and "link DOWN, expected UP" in failed.summary
+    assert failed.action is None
+    assert actions.assign([Result("hccn.link", "n1", failed.status, failed.summary)],
+                          {"hccn.link": ALL["hccn.link"].actions})[0].action == "reset_device"
 
 
 @pytest.mark.parametrize("row, why", [
-    (("x", "pray", "s"), "action 'pray'"),
-    (("x", "monitor", " "), "cites no source"),
-    (("(", "monitor", "s"), "bad pattern"),
-    (("x", "monitor"), "must be (pattern, action, source)"),
+    (("pray", "s"), "action 'pray'"),
+    (("monitor", " "), "cites no source"),
+    (("monitor",), "must be (action, source)"),
 ])
 def test_bad_rows_are_the_modules_bug(row, why):
     mod = types.ModuleType("preflight.checks.fake")
-    mod.ACTIONS = (row,)
-    with pytest.raises(ContractError, match=why.replace("(", r"\(").replace(")", r"\)")):
+    mod.ACTIONS = {"x": row}
+    with pytest.raises(ContractError, match=re.escape(why)):
+        _actions(mod)
+    mod.ACTIONS = (("x", "monitor", "s"),)  # the old shape: a pattern over the summary
+    with pytest.raises(ContractError, match="must be a mapping"):
         _actions(mod)
 
 
@@ -61,13 +110,14 @@ def test_npu_codes_graded_as_the_vendor_table_says():
     assert t["80E3A201"] == "replace_hardware"  # SeparateNPU
     assert t["A2301001"] == "replace_hardware"  # in RestartBusiness and SeparateNPU: the worse
     table = ALL["npu.health"].actions
-    msg = "device {} health Alarm, expected OK; error codes {}"
-    assert actions.choose(table, Status.FAIL, msg.format(2, "A4025021 8C03A000 8C084E00")) == "reset_device"
-    assert actions.choose(table, Status.FAIL, msg.format(2, "A4025021")) == "monitor"
-    assert actions.choose(table, Status.FAIL, msg.format(3, "80E3A201")) == "replace_hardware"
-    assert actions.choose(table, Status.FAIL, msg.format(3, "none reported")) == "reset_device"
-    # a code inside a longer hex word is not that code
-    assert actions.choose(table, Status.FAIL, "npu-smi info failed: 18C03A0001") == "reboot_node"
+
+    def graded(codes: str) -> str | None:
+        return actions.graded(table, *npu_health._told(codes))
+    assert graded("A4025021 8C03A000 8C084E00") == "reset_device"
+    assert graded("A4025021") == "monitor"
+    assert graded("80e3a201") == "replace_hardware"
+    # a code inside a longer hex word is not that code: npu-smi's failure falls to the fallback
+    assert graded("npu-smi info failed: 18C03A0001") is None and table[""][0] == "reboot_node"
 
 
 def test_parse_list_names_the_bad_action():
