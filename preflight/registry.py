@@ -300,7 +300,7 @@ class SelectionError(ValueError):
 def check_parameters(params_by_check: dict[str, dict[str, Any]], where: str, per_node: bool = False) -> None:
     """Refuse an unknown check id or parameter in the inventory's `checks:` (a typo would
     otherwise silently leave the default threshold in force). With `per_node` (a node's own
-    `checks:`), a cluster check's parameter must be one of its NODE_PARAMS: the others are read
+    `checks:`), a cluster check's parameter must be one of its policy's node_params: the others are read
     once for the whole cluster, and accepting them on one node would ignore them silently."""
     import difflib
 
@@ -349,12 +349,12 @@ def select(checks: list[str] | None, skip: list[str] | None) -> tuple[list[str],
 
 
 def gate_set() -> list[str]:
-    """The gate's fast default set: every check that declares GATE, in discovery order (read from
+    """The gate's fast default set: every check whose Policy says gate=True, in discovery order (read from
     the source when _scan can: the other checks' modules stay unimported)."""
     rows = _scan()
     return [r.id for r in rows if r.gate] if rows is not None else [c.id for c in discover().values() if c.gate]
 
 
 def busy_deciders() -> list[CheckInfo]:
-    """Checks whose facts say whether a node is busy (ON_BUSY = "report", with busy(facts))."""
+    """Checks whose facts say whether a node is busy (on_busy="report", with busy(facts))."""
     return [c for c in discover().values() if c.on_busy == "report"]

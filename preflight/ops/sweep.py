@@ -3,14 +3,14 @@
 Why: at 03:00 some nodes are busy training. A busy node is not a broken node, so it must be
 reported busy, not failed, and the sweep must not disturb the job: no all-reduce, no device ping
 mesh, no full-content hashing of the data set on it, and no port check (the job holds its own
-HCCL ports). Busy is decided from the facts of the checks that declare ON_BUSY = "report" (npu.idle:
+HCCL ports). Busy is decided from the facts of the checks whose policy says on_busy="report" (npu.idle:
 the npu-smi process table lists processes), gathered in the same batch as everything else, so the
 decision costs no extra round trip.
 
 How it hooks in: `Sweep` is a run mode (preflight.engine.mode) handed to the runner
-(`Runner(..., mode=Sweep())`), driven by the checks' own policy (checkapi: ON_BUSY, BUSY_REASON,
-DISRUPTIVE): the runner gathers the deciding checks' probes on every node and sets each node's
-`busy` once from their facts; a check with ON_BUSY = "skip", or a DISRUPTIVE one, is held off a busy
+(`Runner(..., mode=Sweep())`), driven by the checks' own Policy (on_busy, busy_reason,
+disruptive): the runner gathers the deciding checks' probes on every node and sets each node's
+`busy` once from their facts; a check with on_busy="skip", or a disruptive one, is held off a busy
 node (a node check skips there; a cluster check's context leaves the node out, with a per-node
 skip); and the deciding check's failures on a busy node read as a skip that keeps its details.
 """

@@ -16,7 +16,7 @@ from .batch import ProbeSpec
 
 @dataclass(frozen=True)
 class Asks:
-    """What a check's policy says of its probes (checkapi PRIVILEGE, PRIVILEGE_GROUP, WHERE):
+    """What a check's Policy says of its probes (privilege, privilege_group, where):
     they need root, a member of `group` needs none, they look into the job's container."""
 
     root: bool = False
