@@ -379,7 +379,7 @@ class FrameParser:
             error = f"killed by signal {rc - 128}"
         cap = probe.cap or self.cap
         return CommandOutput(  # a job batch's stdout carries frames: kept byte for byte (surrogateescape)
-            stdout=_text(out, cap, "surrogateescape" if probe.cap else "replace"), stderr=_text(err, cap), rc=rc,
+            stdout=_text(out, cap, "surrogateescape" if probe.cap else "backslashreplace"), stderr=_text(err, cap), rc=rc,
             duration_s=duration, timed_out=timed_out, truncated=len(out) > cap or len(err) > cap,
             error=error, node_started_at=_int(t0) / 1e6 if t0.isdigit() else None,
             received_at=time.time() - self._held(t1))
@@ -404,8 +404,10 @@ def _not_run(token: bytes, err: bytes, t0: bytes) -> CommandOutput:
                          node_started_at=_int(t0) / 1e6 if t0.isdigit() else None, received_at=time.time())
 
 
-def _text(data: bytes, cap: int, errors: str = "replace") -> str:
-    """Decode defensively: vendor tools and broken locales print anything. Terminal escapes and
+def _text(data: bytes, cap: int, errors: str = "backslashreplace") -> str:
+    """Decode defensively: vendor tools and broken locales print anything; a byte that is not UTF-8
+    stays readable as `\\xNN` (never the U+FFFD that would lose it), so evidence shows what the
+    node printed and every report format stays valid. Terminal escapes and
     stray control characters go here, the one place every probe's output passes (transport/clean.py);
     a job batch's frames (surrogateescape) are kept byte for byte: each probe in them is cleaned
     when they are unwrapped."""
@@ -414,6 +416,6 @@ def _text(data: bytes, cap: int, errors: str = "replace") -> str:
     else:
         mark = ""
     text = data.decode("utf-8", errors=errors)
-    if errors == "replace" and suspect(data):
+    if errors != "surrogateescape" and suspect(data):
         text = clean(text)
     return text + mark
