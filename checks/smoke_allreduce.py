@@ -774,7 +774,9 @@ def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Ma
 # ---------------------------------------------------------------- mode all: the whole selection, then isolation
 
 ALL_PREFIX = "smoke-all"
-LOCAL_KINDS = frozenset({"no_torch", "no_python", "port_in_use", "ifname", "npu", "cuda"})
+# A rank's own setup broke (blamed without a collective): the local rules above and HCCL's table
+# (hccl_ifname, port_in_use, hccl_env); not GENERIC, which is local only for want of a better guess.
+LOCAL_KINDS = frozenset({"no_torch", "no_python", "port_in_use", "ifname", "npu", "cuda", "hccl_ifname", "hccl_env"})
 
 
 def all_probe_name(round_no: int, group: int, node: str) -> str:
@@ -827,8 +829,11 @@ class GroupRun:
     control: bool
     ranks: tuple[RankResult, ...]
     duration_s: float
+    lost: tuple[str, ...] = ()  # nodes whose result never came back (connection lost): the outcome is unknown
 
     def result(self) -> isolate.Result:
+        if self.lost:
+            return isolate.Result(self.members, True, kind="connection_lost", control=self.control, unknown=True)
         failed = [r for r in self.ranks if not r.ok]
         local = tuple(dict.fromkeys(r.node for r in failed if r.diagnosis is not None and r.diagnosis.kind in LOCAL_KINDS))
         kinds = [r.diagnosis.kind for r in failed if r.diagnosis is not None]
@@ -838,6 +843,14 @@ class GroupRun:
         bws = [r.busbw for r in self.ranks if r.busbw is not None]
         return isolate.Result(self.members, bool(failed), min(bws) if bws and not failed else None, kind, local,
                               self.control)
+
+
+def _lost(out: CommandOutput | None) -> bool:
+    """No exit status came back and the node did not hang (its remote timeout would say so): the
+    control host lost the connection or the run was cut. Nothing about the node follows from it."""
+    if out is None:
+        return True
+    return out.rc is None and not out.timed_out and not (out.error or "").startswith("no output for")
 
 
 def all_history(ctx: ClusterContext, nodes: list[str]) -> list[list[GroupRun]]:
@@ -852,12 +865,14 @@ def all_history(ctx: ClusterContext, nodes: list[str]) -> list[list[GroupRun]]:
             return runs
         rnd = []
         for gi, (members, control) in enumerate(groups):
-            ranks, took = [], 0.0
+            ranks, took, lost = [], 0.0, []
             for node, rs in _group_ranks(ctx, members).items():
                 out = (ctx.planned.get(node) or {}).get(all_probe_name(r, gi, node))
                 took = max(took, out.duration_s if out is not None else 0.0)
                 ranks += [parse_rank(node, rank, out) for rank in rs]
-            rnd.append(GroupRun(r, members, control, tuple(ranks), took))
+                if _lost(out):
+                    lost.append(node)
+            rnd.append(GroupRun(r, members, control, tuple(ranks), took, tuple(lost)))
         runs.append(rnd)
 
 
@@ -1012,6 +1027,11 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
                                   for g in v.unexplained]
         text += (f"; {len(v.unexplained)} failing group(s) with no culprit (every subset passed: an intermittent "
                  "fault, or one between nodes of different halves)")
+    lost = [g for g in flat if g.lost]
+    if lost:
+        details["lost"] = [{"round": g.round, "nodes": list(g.lost)} for g in lost]
+        text += (f"; {len(lost)} group(s) without an outcome (the connection to "
+                 f"{', '.join(sorted({n for g in lost for n in g.lost}))} was lost mid-round; run again)")
     text += f"; {len(v.good)} node(s) proven good"
     remedy = out[0].remediation if out else R_HANG
     return [Finding(Status.FAIL, text[:800], details, remedy or "see the per-node results")] + out

@@ -6,7 +6,9 @@ and asks again until it returns none; `verdict(nodes, history)` then names the c
 state is the history, so the check needs no memory between the runner's plan() calls.
 
 The model (docs/ISOLATION.md has the walk-through and the round bounds):
-- A test is one collective over a group of nodes. Its outcome is `fail` (error, hang, wrong sum),
+- A test is one collective over a group of nodes. Its outcome is `unknown` when a rank's result
+  never came back (the control host lost its connection to the node: that proves nothing about
+  the node, so the test is left out and its groups run again), else `fail` (error, hang, wrong sum),
   `slow` (busbw below the median of the round's passing tests by more than `slow_fraction`, or
   below the absolute `floor`), or `ok`. Relative, because a loaded fabric (or a loaded test
   machine) slows every group alike: only a group slower than its own round's peers is slow.
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Iterable, Sequence
 
-OK, SLOW, FAIL = "ok", "slow", "fail"
+OK, SLOW, FAIL, UNKNOWN = "ok", "slow", "fail", "unknown"
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Result:
     kind: str = ""  # wrong_sum | hang | error | a rank's diagnosis kind
     local: tuple[str, ...] = ()  # nodes whose own rank could not start: blamed without a collective
     control: bool = False  # a control group of proven-good nodes (a baseline for the median)
+    unknown: bool = False  # no outcome came back (the connection to a node was lost): proves nothing
 
 
 Round = Sequence[Result]
@@ -102,11 +105,13 @@ class Verdict:
 
 def grade(results: Round, policy: Policy) -> tuple[list[str], float | None]:
     """(outcome per result, the round's median busbw of passing tests)."""
-    bws = [r.busbw for r in results if not r.failed and r.busbw is not None]
+    bws = [r.busbw for r in results if not r.failed and not r.unknown and r.busbw is not None]
     med = median(bws) if len(bws) >= 2 else None
     out = []
     for r in results:
-        if r.failed:
+        if r.unknown:
+            out.append(UNKNOWN)
+        elif r.failed:
             out.append(FAIL)
         elif r.busbw is not None and policy.floor is not None and r.busbw < policy.floor:
             out.append(SLOW)
@@ -141,8 +146,8 @@ def _state(history: Sequence[Round], policy: Policy) -> _State:
     tests = graded(history, policy)
     good = {n for g in tests if g.outcome == OK and (g.expected is not None or policy.slow_fraction is None)
             for n in g.result.members}
-    correct = good | {n for g in tests if g.outcome != FAIL for n in g.result.members}
-    bad = [g for g in tests if g.outcome != OK]
+    correct = good | {n for g in tests if g.outcome in (OK, SLOW) for n in g.result.members}
+    bad = [g for g in tests if g.outcome in (SLOW, FAIL)]
     st = _State(good, correct, {}, bad)
     for g in bad:  # a rank that could not start convicts its node without a collective
         for n in g.result.local:
@@ -207,6 +212,11 @@ def next_round(nodes: Sequence[str], history: Sequence[Round], policy: Policy = 
         return []
     st = _state(history, policy)
     pools, unknown = _suspects(st)
+    untested = [n for n in nodes if n not in st.correct and n not in st.culprits
+                and not any(n in p for p in pools) and n not in unknown]
+    if len(untested) == len(nodes):  # not one outcome yet (round 1 lost): the whole again
+        return [(tuple(nodes), False)]
+    unknown |= set(untested)
     tried = {frozenset(g.result.members) for g in st.bad}
     suspects = {n for p in pools for n in p} | unknown
     free = [n for n in nodes if n in st.correct and n not in suspects and n not in st.culprits]

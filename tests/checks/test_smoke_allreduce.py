@@ -463,3 +463,20 @@ def test_all_mode_ranks_per_node_devices_one_rank_per_device():
     cfgs = [config_of(ln) for ln in lines]
     assert [x["rank"] for x in cfgs] == [4, 5, 6, 7] and [x["visible_device"] for x in cfgs] == [0, 1, 2, 3]
     assert {x["world"] for x in cfgs} == {8} and {x["device"] for x in cfgs} == {0}
+
+
+def test_all_mode_a_lost_connection_is_no_evidence_against_the_node():
+    c = all_ctx(8)
+    seen = []
+
+    def fleet(nodes, cfg):
+        seen.append(tuple(nodes))
+        if len(seen) <= 8 and cfg["node"] == "n5":  # round 1: n5's connection drops, its result never comes
+            return CommandOutput(rc=None, error="connection lost before the probe finished")
+        return _rank_line(cfg, wrong="n2" in nodes)
+
+    findings = drive(c, fleet)
+    head, rows = findings[0], {f.node: f for f in findings[1:]}
+    assert list(rows) == ["n2"], head.summary  # n5 not blamed for the lost connection
+    assert head.details["lost"] == [{"round": 1, "nodes": ["n5"]}] and "was lost mid-round" in head.summary
+    assert sum(1 for g in head.details["groups"] if len(g["members"]) == 8) == 2  # the whole ran again

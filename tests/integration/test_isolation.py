@@ -10,7 +10,9 @@ no rank process or temp dir is left on any node (also after a cut by --deadline)
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,8 +39,8 @@ PARAMS = {"mode": "all", "size_mib": 2, "iters": 3, "warmup": 1, "rendezvous_tim
 
 
 def run_all(cluster, tmp_path: Path, params=None, deadline=None):
-    """Run smoke.allreduce alone; returns (cluster row, {node: row}, seconds, temp dirs before it)."""
-    before = tmp_dirs()
+    """Run smoke.allreduce alone; returns (cluster row, {node: row}, seconds, the temp dirs its ranks used)."""
+    watch = Watch(cluster)
     doc = yaml.safe_load(Path(cluster.inventory_path).read_text())
     doc["defaults"]["python"] = sys.executable
     doc.setdefault("checks", {})["smoke.allreduce"] = {**PARAMS, **(params or {})}
@@ -57,26 +59,47 @@ def run_all(cluster, tmp_path: Path, params=None, deadline=None):
     for r in rows:
         if r.node:
             print(f"  {r.node}: {r.status.value}: {r.summary}")
-    return head, {r.node: r for r in rows if r.node is not None}, took, before
+    return head, {r.node: r for r in rows if r.node is not None}, took, watch.done()
 
 
-def leftovers(cluster, before: frozenset[str] = frozenset()) -> list[str]:
-    """Rank processes in the nodes' own network namespaces, and temp dirs created since `before`.
-    The nodes share the host's PID namespace and /tmp, so a plain pgrep or ls inside a node would
-    also see other test runs' ranks on this machine."""
-    found = [f"{n.name}: {pid} {args[:160]}" for n in cluster.nodes
+SMOKE_DIR = re.compile(r"(/tmp/\.pf-smoke\.[A-Za-z0-9]+)/")
+
+
+def ours(cluster) -> tuple[list[str], set[str]]:
+    """Rank processes in the nodes' own network namespaces, and the temp dirs their command lines
+    name. The nodes share the host's PID namespace and /tmp with other test runs on this machine,
+    so a plain pgrep or ls inside a node would also see theirs."""
+    procs = [f"{n.name}: {pid} {args[:160]}" for n in cluster.nodes
              for pid, args in cluster.node_processes(n.name) if "allreduce_worker" in args]
-    return found + sorted(tmp_dirs() - before)
+    return procs, {m.group(1) for line in procs for m in SMOKE_DIR.finditer(line)}
 
 
-def tmp_dirs() -> frozenset[str]:
-    return frozenset(str(p) for p in Path("/tmp").glob(".pf-smoke.*"))
+class Watch:
+    """Records, once a second while a run goes on, the temp dirs our ranks use."""
+
+    def __init__(self, cluster):
+        self.cluster, self.dirs, self.stop = cluster, set(), threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stop.wait(1.0):
+            self.dirs |= ours(self.cluster)[1]
+
+    def done(self) -> set[str]:
+        self.stop.set()
+        self.thread.join()
+        return self.dirs
 
 
-def wait_clean(cluster, before: frozenset[str], timeout: float = 15.0) -> list[str]:
+def leftovers(cluster, dirs: set[str]) -> list[str]:
+    return ours(cluster)[0] + sorted(d for d in dirs if Path(d).exists())
+
+
+def wait_clean(cluster, dirs: set[str], timeout: float = 15.0) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
-        left = leftovers(cluster, before)
+        left = leftovers(cluster, dirs)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.3)
@@ -96,52 +119,86 @@ def fault(sim_cluster):
 
 
 def test_healthy_cluster_passes_and_nobody_is_blamed(sim_cluster, tmp_path):
-    head, rows, _, before = run_all(sim_cluster, tmp_path)
+    head, rows, _, used = run_all(sim_cluster, tmp_path)
     assert head.status is Status.PASS and not rows, head.summary
     # the whole and one survey round; a slow blip on the loaded machine costs a round, never a blame
     assert head.details["rounds"] <= isolate.round_bound(N) and len(head.details["good"]) == N
     metrics = {m["name"]: m for m in head.details["metrics"]}
     assert metrics["busbw"]["labels"]["nodes"] == str(N)
-    assert wait_clean(sim_cluster, before) == []
+    assert wait_clean(sim_cluster, used) == []
 
 
 def test_wrong_sum_node_is_found_alone(sim_cluster, tmp_path, fault):
     bad = sim_cluster.nodes[5].name
     fault(bad, "collective_wrong_sum")
-    head, rows, _, before = run_all(sim_cluster, tmp_path)
+    head, rows, _, used = run_all(sim_cluster, tmp_path)
     assert head.status is Status.FAIL and list(rows) == [bad], head.summary
     assert rows[bad].details["why"] == "fail" and rows[bad].details["kind"] == "wrong_sum"
     assert "wrong all_reduce result" in rows[bad].summary and "proven-good" in rows[bad].summary
     assert head.details["rounds"] <= isolate.round_bound(N)
     assert len(head.details["good"]) == N - 1
-    assert wait_clean(sim_cluster, before) == []
+    assert wait_clean(sim_cluster, used) == []
 
 
 def test_node_without_torch_is_blamed_without_a_collective(sim_cluster, tmp_path, fault):
     bad = sim_cluster.nodes[2].name
     fault(bad, "no_torch")
-    head, rows, _, before = run_all(sim_cluster, tmp_path)
+    head, rows, _, used = run_all(sim_cluster, tmp_path)
     assert list(rows) == [bad], head.summary
     assert rows[bad].details["why"] == "local" and "No module named 'torch'" in rows[bad].summary
     assert head.details["rounds"] == 2
-    assert wait_clean(sim_cluster, before) == []
+    assert wait_clean(sim_cluster, used) == []
 
 
 def test_throttled_node_is_found_slow_with_figures(sim_cluster, tmp_path, fault):
     bad = sim_cluster.nodes[6].name
     fault(bad, "link_throttle", rate="50mbit")
-    head, rows, _, before = run_all(sim_cluster, tmp_path)
+    head, rows, _, used = run_all(sim_cluster, tmp_path)
     assert list(rows) == [bad], head.summary
     d = rows[bad].details
     assert d["why"] == "slow" and d["measured_gbps"] < 0.7 * d["expected_gbps"]
     assert head.details["rounds"] <= isolate.round_bound(N)
-    assert wait_clean(sim_cluster, before) == []
+    assert wait_clean(sim_cluster, used) == []
 
 
 def test_deadline_cut_leaves_no_rank_or_temp_dir(sim_cluster, tmp_path, fault):
     bad = sim_cluster.nodes[1].name
     fault(bad, "link_throttle", rate="1mbit")  # the whole collective crawls: the deadline cuts it
-    head, _, took, before = run_all(sim_cluster, tmp_path, params={"size_mib": 16}, deadline=25)
+    head, _, took, used = run_all(sim_cluster, tmp_path, params={"size_mib": 16}, deadline=25)
     assert head.status is not Status.PASS
     assert took < 25 + 20
-    assert wait_clean(sim_cluster, before, 20) == []
+    assert used and wait_clean(sim_cluster, used, 20) == []
+
+
+def test_ctrl_c_leaves_no_rank_or_temp_dir(sim_cluster, tmp_path, fault):
+    """The real CLI, interrupted once mid-collective: the partial report is written, and every
+    node's ranks and temp dirs are gone (closing the channels makes the nodes kill their probes)."""
+    import os
+    import signal
+    import subprocess
+    bad = sim_cluster.nodes[3].name
+    fault(bad, "link_throttle", rate="1mbit")
+    doc = yaml.safe_load(Path(sim_cluster.inventory_path).read_text())
+    doc["defaults"]["python"] = sys.executable
+    doc.setdefault("checks", {})["smoke.allreduce"] = {**PARAMS, "size_mib": 16}
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    watch = Watch(sim_cluster)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    p = subprocess.Popen([sys.executable, "-m", "preflight.cli", "run", str(inv), "--checks", "smoke.allreduce",
+                          "--format", "json", "--output", str(tmp_path / "r.json")],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60  # wait until the ranks run on the nodes, then interrupt
+        while time.monotonic() < deadline and not ours(sim_cluster)[0]:
+            time.sleep(0.5)
+        assert ours(sim_cluster)[0], "no rank ever started"
+        time.sleep(3)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    dirs = watch.done()
+    assert (tmp_path / "r.json").exists(), err[-500:]
+    assert dirs and wait_clean(sim_cluster, dirs, 20) == []

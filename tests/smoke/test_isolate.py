@@ -202,3 +202,19 @@ def test_a_slow_group_that_does_not_reproduce_is_noise_not_a_finding():
     v, history = isolate(names(8), Blip())
     assert v.culprits == {} and v.unexplained == [] and v.unresolved == []
     assert len(history) == 3
+
+
+def test_lost_outcomes_prove_nothing_and_are_run_again():
+    """A group whose result never came back (the control host lost a node's connection) neither
+    clears nor convicts anyone: the whole runs again, then the isolation goes on as if it had not
+    happened, naming the bad node and nobody else."""
+    class Lossy(Fleet):
+        def run(self, groups):
+            out = super().run(groups)
+            self.calls = getattr(self, "calls", 0) + 1
+            if self.calls in (1, 3):  # round 1, and one group of round 3
+                out[0] = I.Result(out[0].members, True, kind="connection_lost", unknown=True)
+            return out
+    v, history = isolate(names(16), Lossy(fail={"n09"}))
+    assert list(v.culprits) == ["n09"] and v.unresolved == [] and len(v.good) == 15
+    assert history[1][0].members == tuple(names(16))  # round 1 lost: the whole again
