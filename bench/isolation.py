@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fault", choices=("throttle", "wrong_sum", "none"), default="throttle")
     ap.add_argument("--rate", default="50mbit")
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--size-mib", type=float, default=1)
+    ap.add_argument("--size-mib", type=int, default=1)
     a = ap.parse_args(argv)
     params = {"mode": "all", "size_mib": a.size_mib, "iters": 3, "warmup": 1, "rendezvous_timeout_s": 90,
               "run_timeout_s": 120, "startup_s": 120}

@@ -42,8 +42,8 @@ ACTIONS = {
 }
 DEFAULTS: dict = {}
 TOPO_PROBE, NVLINK_PROBE = "nvidia_smi_topo", "nvidia_smi_nvlink"
-TOPO = sh("nvidia-smi topo -m")
-NVLINK = sh("nvidia-smi nvlink -s")
+TOPO = sh("LC_ALL=C nvidia-smi topo -m")
+NVLINK = sh("LC_ALL=C nvidia-smi nvlink -s")
 REMEDY = ("Check the GPU's links: `nvidia-smi nvlink -s -i N`, `nvidia-smi nvlink -e -i N` (error counters); on "
           "NVSwitch systems `systemctl status nvidia-fabricmanager`; reset the GPU (`nvidia-smi -r -i N`) or reboot "
           "the node; links that stay inactive need a hardware ticket (on PCIe cards reseat the NVLink bridge)")

@@ -98,7 +98,7 @@ def _copies(ctx: ClusterContext) -> dict[str, list[tuple[str, str]]]:
 
 def spod_script(chips: list[tuple[int, int]]) -> Probe:
     """`npu-smi info -t spod-info -i <npu> -c <chip>` for each chip, framed `@@spod N C` / `@@rc R`."""
-    calls = [sh("echo {mark} {npu} {chip}; npu-smi info -t spod-info -i {npu} -c {chip} 2>&1; echo {rc} $?",
+    calls = [sh("echo {mark} {npu} {chip}; LC_ALL=C npu-smi info -t spod-info -i {npu} -c {chip} 2>&1; echo {rc} $?",
                 mark=SPOD_MARK, npu=int(n), chip=int(c), rc=RC_MARK) for n, c in chips]
     return Probe(seq(calls), job=False)  # npu-smi is the host's
 

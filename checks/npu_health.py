@@ -99,7 +99,7 @@ def followup(outputs, node, params) -> dict[str, Probe]:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    out = require_ok(outputs.get(PROBE), ascend.NPU_SMI_INFO)  # a hang is an error, not a fail
+    out = require_ok(outputs.get(PROBE), ascend.NPU_SMI_LABEL)  # a hang is an error, not a fail
     text = f"{out.stdout}\n{out.stderr}".strip()
     if out.rc == 127:
         return Facts(missing=True, tool_error=text)

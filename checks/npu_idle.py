@@ -63,7 +63,7 @@ def probes(node, params) -> dict[str, Probe]:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    out = require_ok(outputs.get(PROBE), ascend.NPU_SMI_INFO)  # a hang is an error, not a fail
+    out = require_ok(outputs.get(PROBE), ascend.NPU_SMI_LABEL)  # a hang is an error, not a fail
     if out.rc != 0:
         said = npu_smi.known_error(f"{out.stdout}\n{out.stderr}") or first_line(out.stdout or out.stderr)
         return Facts(f"npu-smi info failed: {said or f'exit code {out.rc}'}")

@@ -109,7 +109,7 @@ DEFAULTS: dict[str, Any] = {
     "below_min": Choice("warn", "fail"),
     "device": 0,  # device index for hccl/nccl inside the launch environment's visible devices
     # mode all: one collective over every selected node, then isolation (preflight/smoke/isolate.py)
-    "ranks_per_node": 1,  # 1, or "devices": one rank per NPU/GPU (ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)
+    "ranks_per_node": Choice("node", "devices"),  # one rank per node, or per NPU/GPU (ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)
     "slow_fraction": 0.3,  # slow: busbw under the round's median by more than this; null: no relative rule, no survey
     "fanout": 2,  # parts a failing group is split into per isolation round
     "max_rounds": 12,  # rounds of mode all, the whole collective included
@@ -792,10 +792,12 @@ def policy_of(params: Mapping[str, Any]) -> isolate.Policy:
                           max_rounds=max(1, min(int(params.get("max_rounds") or 12), POLICY.plan_rounds)))
 
 
+def _per_device(ctx: ClusterContext) -> bool:
+    return str(ctx.params.get("ranks_per_node") or "node") == "devices"
+
+
 def _ranks_of(ctx: ClusterContext, node: str) -> int:
-    if str(ctx.params.get("ranks_per_node") or 1) == "devices":
-        return max(1, int(getattr(ctx.nodes[node], "devices", 0) or 1))
-    return max(1, int(ctx.params.get("ranks_per_node") or 1))
+    return max(1, int(getattr(ctx.nodes[node], "devices", 0) or 1)) if _per_device(ctx) else 1
 
 
 def _group_ranks(ctx: ClusterContext, members: tuple[str, ...]) -> dict[str, list[int]]:
@@ -890,7 +892,7 @@ def _plan_all(ctx: ClusterContext, nodes: list[str]) -> dict[str, dict[str, Prob
         port = _round_port(ctx, members[0], r)
         ranks = _group_ranks(ctx, members)
         world = sum(len(v) for v in ranks.values())
-        per_node = str(ctx.params.get("ranks_per_node") or 1) == "devices"
+        per_node = _per_device(ctx)
         for node, rs in ranks.items():
             local = [(rank, i) for i, rank in enumerate(rs)] if per_node else [(rank, None) for rank in rs]
             text = rank_command(ctx.nodes[node], rs[0], world, addr, port, ctx.params,

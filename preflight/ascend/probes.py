@@ -31,8 +31,11 @@ from ..node import Node
 from . import npu_smi
 from .hccn import has_odd_breaks
 
-NPU_SMI_INFO = "npu-smi info"
-NPU_SMI_MAP = "npu-smi info -m"
+# Vendor tools run under the C locale: a node's LANG (zh_CN.UTF-8 is common on Ascend hosts) must
+# never reach a parser as translated words or a decimal comma (docs/SPEC.md §2.9, "locale").
+NPU_SMI_LABEL = "npu-smi info"  # what a finding calls the table's probe
+NPU_SMI_INFO = "LC_ALL=C npu-smi info"
+NPU_SMI_MAP = "LC_ALL=C npu-smi info -m"
 NPU_SMI_PATH_HINT = "npu-smi on the login PATH (normally /usr/local/bin/npu-smi, from the driver package)"
 HCCN_CONF = "/etc/hccn.conf"
 # `cat` of hccn.conf that tells "absent" (a normal case) from "unreadable" (a finding).
@@ -42,13 +45,13 @@ DEV_MARK, RC_MARK, MISSING_MARK = "@@dev", "@@rc", "@@missing"
 
 def npu_smi_health(npu: int, chip: int) -> Probe:
     """`npu-smi info -t health -i N -c M` for one chip (ids from the table, so ints)."""
-    return cmd("npu-smi info -t health -i {npu} -c {chip}", npu=int(npu), chip=int(chip))
+    return cmd("LC_ALL=C npu-smi info -t health -i {npu} -c {chip}", npu=int(npu), chip=int(chip))
 
 
 def npu_smi_board(npu: int, chip: int | None = None) -> Probe:
     if chip is None:
-        return cmd("npu-smi info -t board -i {npu}", npu=int(npu))
-    return cmd("npu-smi info -t board -i {npu} -c {chip}", npu=int(npu), chip=int(chip))
+        return cmd("LC_ALL=C npu-smi info -t board -i {npu}", npu=int(npu))
+    return cmd("LC_ALL=C npu-smi info -t board -i {npu} -c {chip}", npu=int(npu), chip=int(chip))
 
 
 def hccn(node: Node, dev: int, args: str) -> Shell:

@@ -24,9 +24,10 @@ from ..checkapi import CommandOutput, Finding, require_ok, sh, tool_failure
 from ..checkhelpers import first_line
 from .kernlog import RULE_FILTER
 
-NVIDIA_SMI = sh("nvidia-smi")
+# Vendor tools run under the C locale (preflight/ascend/probes.py says why)
+NVIDIA_SMI = sh("LC_ALL=C nvidia-smi")
 # NVIDIA's machine interface first (preflight/nvidia/smi_xml.py), the text form where -x fails
-NVIDIA_SMI_Q = sh("nvidia-smi -q -x 2>/dev/null || nvidia-smi -q")
+NVIDIA_SMI_Q = sh("LC_ALL=C nvidia-smi -q -x 2>/dev/null || LC_ALL=C nvidia-smi -q")
 QUERY_LABEL = "nvidia-smi -q"  # what a finding calls that probe
 SMI_PROBE, QUERY_PROBE, KERNEL_PROBE, IB_PROBE = "nvidia_smi", "nvidia_smi_q", "kernel_log", "ib_ports"
 ROCE_PROBE = "roce_netdevs"
