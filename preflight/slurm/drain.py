@@ -78,18 +78,19 @@ def _counts(r, strict: bool) -> bool:
     return r.status in bad and (strict or not r.ack)
 
 
-def findings(report: Report, strict: bool = False) -> dict[str, tuple[str, bool]]:
-    """node -> (reason, unreachable) for every node the gate found unusable."""
-    out: dict[str, tuple[str, bool]] = {}
+def findings(report: Report, strict: bool = False) -> dict[str, tuple[list[str], str, bool]]:
+    """node -> (the checks that failed on it, the first one's summary, unreachable) for every node
+    the gate found unusable."""
+    out: dict[str, tuple[list[str], str, bool]] = {}
     for n in report.nodes:
         if n.state is not NodeStateKind.OK:
-            out[n.name] = (reason_text(CONNECT_ID, f"{n.state.value}{': ' + n.error if n.error else ''}"), True)
+            out[n.name] = ([CONNECT_ID], f"{n.state.value}{': ' + n.error if n.error else ''}", True)
     failed: dict[str, list] = {}
     for r in report.results:
         if r.node and r.node not in out and _counts(r, strict):
             failed.setdefault(r.node, []).append(r)
     for node, rows in failed.items():
-        out[node] = (reason_text(list(dict.fromkeys(r.check for r in rows)), rows[0].summary), False)
+        out[node] = (list(dict.fromkeys(r.check for r in rows)), rows[0].summary, False)
     return out
 
 
@@ -123,7 +124,11 @@ def plan(report: Report, slurm: dict[str, SlurmNode], drain: bool, resume: bool,
             actions.append(Action(n.name, "none", "not a node of this Slurm cluster (sinfo does not list it)"))
             continue
         if n.name in bad:
-            reason, unreachable = bad[n.name]
+            checks, summary, unreachable = bad[n.name]
+            if s.offline and ours(s.reason):  # drained before: its checks stay named until they pass again
+                prior = [c for c in drained_by(s.reason) or () if c not in checks]
+                checks = checks + not_passed_again(report, n.name, prior, strict)
+            reason = reason_text(checks, summary)
             if not drain:
                 actions.append(Action(n.name, "none", f"unusable ({reason}); not drained without --drain"))
             elif unreachable and not drain_unreachable:

@@ -335,3 +335,11 @@ def test_a_task_cannot_report_under_another_nodes_name(tmp_path, monkeypatch):
             t.connect(t.step.nodes["n2"], cancel)
     finally:
         t.close()
+
+
+def test_a_redrain_keeps_the_checks_that_have_not_passed_since():
+    """Drained for npu.idle; a later gate that runs only hccn.link finds it failing: the new Reason
+    still names npu.idle (it never ran again), so passing hccn.link alone cannot resume the node."""
+    report = make_report(nodes=["node01"], fail={"node01": "hccn.link"})
+    act, = drain.plan(report, _slurm(node01=("drain", "preflight: npu.idle pid 7")), drain=True, resume=False)
+    assert act.verb == "drain" and drain.drained_by(act.reason) == ["hccn.link", "npu.idle"]
