@@ -12,6 +12,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -129,3 +130,36 @@ def test_ssh_config_read_as_openssh_reads_it(config, tmp_path):
             hg = ssh_g(config, hop_name)
             assert (hop.host, hop.port, hop.user or getpass.getuser()) == \
                    (hg["hostname"][0], int(hg["port"][0]), hg["user"][0]), hop_name
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH client not installed")
+@pytest.mark.parametrize("path", INVENTORIES, ids=[p.name for p in INVENTORIES])
+def test_jump_hosts_as_ansibles_ssh_command_would_reach_them(path, tmp_path):
+    """A host whose Ansible variables carry ssh arguments (a bastion: `-o ProxyJump=...`, `-J`):
+    Ansible splits them as a shell does and appends them to its `ssh` command; `ssh -G` with those
+    words is the oracle for where the connection goes through, and as whom to which port."""
+    import shlex
+
+    answer = ansible_answer(path)
+    if not isinstance(answer, dict) or path.name in DIFFERS:
+        return
+    carried = {h: v for h, v in answer.items() if v.get("ansible_ssh_common_args") or v.get("ansible_ssh_extra_args")}
+    if not carried:
+        return
+    nodes = {n.name: n for n in load(path, ssh_config=str(tmp_path / "no-ssh-config")).nodes}
+    empty = tmp_path / "empty_ssh_config"
+    empty.write_text("")
+    for host, hvars in carried.items():
+        words = shlex.split(str(hvars.get("ansible_ssh_common_args", ""))) + \
+            shlex.split(str(hvars.get("ansible_ssh_extra_args", "")))
+        address, port, user, _ = expected(host, hvars)
+        opts = ["-o", f"Port={port}"] + (["-o", f"User={user}"] if user else [])
+        out = subprocess.run(["ssh", "-G", "-F", str(empty), *opts, *words, address], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        seen = dict(line.partition(" ")[::2] for line in out.splitlines())
+        node = nodes[host]
+        assert (node.host, str(node.port)) == (seen["hostname"], seen["port"]), (host, seen)
+        # ssh -G prints each hop's host in brackets (user@[3.232.173.107]); only IPv6 needs them
+        hops = seen.get("proxyjump")
+        hops = re.sub(r"\[([^:\]]+)\]", r"\1", hops) if hops else None
+        assert (node.proxy_jump or None) == hops, (host, node.proxy_jump, seen.get("proxyjump"))
