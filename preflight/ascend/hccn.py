@@ -7,7 +7,6 @@ neither a known error nor the query's format raises ParseError quoting it.
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,27 +43,6 @@ ERRORS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _any_of(needles: list[str]) -> str:
-    """A regex that finds any of `needles`, as a trie: the alternatives share their prefixes
-    ("Get ", "The ", "Co"), so the engine tries a few branches at each character, not all 22
-    (the flat alternation scanned an -optical text at about 11 ns a character; this at 7)."""
-    trie: dict = {}
-    for needle in needles:
-        node = trie
-        for ch in needle:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-
-    def emit(node: dict) -> str:
-        if "" in node:  # a needle ends here: finding it is enough, longer ones add nothing
-            return ""
-        alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items())]
-        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-
-    return emit(trie)
-
-
-_ANY_ERROR = re.compile(_any_of([needle for needle, _ in ERRORS]))
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
 _LANE = re.compile(r"^(Tx Power|Rx Power)(\d*)$")  # "Tx Power", "Tx Power1".."Tx Power3"
@@ -73,9 +51,10 @@ _NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*(\S+))?$")  # "4.4035 mW", "47 C"
 
 # Every ERRORS needle holds one of these (tests/ascend/test_hccn.py holds the table to it), and
 # no healthy device's answer in the real samples and recordings does: a text without any of them
-# has no error line (one with an anchor but no needle only costs the regex scan as before). Eight
-# substring scans in C take about half the time of the trie regex's one (7 ns a character, on the
-# 40 device texts of a node's hccn_tool loops: 15 KB, about 3% of the CPU after the bytes arrive).
+# has no error line. Eight substring scans in C decide the common case without splitting the text
+# into lines: 1.0 M instructions a node less than looking for the 22 needles themselves (56 device
+# texts a node; docs/PERFORMANCE.md §4). The plain reading, line_with(text, ERRORS), is what the
+# tests compare it with.
 ERROR_ANCHORS = ("The ", "Get ", "Co", "busy", "xecute", "odule", "permission", "not found")
 
 
@@ -85,8 +64,6 @@ def error_line(text: str) -> tuple[str, str] | None:
         if anchor in text:
             break
     else:  # the common case: no error at all
-        return None
-    if not _ANY_ERROR.search(text):
         return None
     return line_with(text, ERRORS)
 
@@ -234,10 +211,8 @@ class Optical:
         return _optical_fields(self.text)
 
 
-@functools.lru_cache(maxsize=8192)
 def optical_value(value: str) -> float | None:
-    """`4.4035 mW` -> 4.4035; `NA`, `not supported`, `get failed` -> None. Cached: thresholds
-    and absent lanes print the same texts on every device of every node."""
+    """`4.4035 mW` -> 4.4035; `NA`, `not supported`, `get failed` -> None."""
     m = _NUMBER.match(value.strip())
     return float(m.group(1)) if m else None
 
@@ -311,9 +286,11 @@ def parse_optical(text: str) -> Optical:
 
     Every line is still checked for its colon, as _optical_fields does, and a later line with the
     same key wins as it does there; only the 22 of a module's 46 lines that are judged have their
-    value stripped and read (368 lines a node: about half the time of reading them all). The line
-    loop is _optical_fields' own, written out again: one generator shared by the two cost 14 us a
-    node (its resume per line); test_optical_judges_what_its_fields_hold holds them to one reading."""
+    value stripped and read, each key as printed planned once (_OPTICAL_PLAN). Against its plain
+    reference, judging _optical_fields' dict (the oracle of test_optical_judges_what_its_fields_hold,
+    which compares the two), this buys 1.5 M instructions a node after the bytes arrive
+    (docs/PERFORMANCE.md §4); the line loop is _optical_fields' own, written out again, because a
+    generator shared by the two cost 14 us a node (its resume per line)."""
     # "high power enable reg: enabled": no space before the colon, so split on the first ':'.
     lines = text.split("\n") if not has_odd_breaks(text) else text.splitlines()
     lanes: dict[str, dict[int, float | None]] = {"Tx Power": {}, "Rx Power": {}}

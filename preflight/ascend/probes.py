@@ -81,15 +81,17 @@ def split_loop(out: CommandOutput) -> dict[int, CommandOutput]:
     cut short). The marker lines are found by `str.find` (`_loop_marks`) and each device's text
     is sliced out of the text, not rebuilt line by line (7 loops x 8 devices a node); text with
     other line breaks than `\\n` takes the line-by-line path, which reads them as
-    `str.splitlines()` does."""
+    `str.splitlines()` does. The slicing buys 1.0 M instructions a node after the bytes arrive
+    against that line-by-line reading (`_split_lines`, its reference, which the tests compare it
+    with; docs/PERFORMANCE.md §4)."""
     return _split_text(out.stdout)
 
 
 def split_alike(out: CommandOutput) -> dict[int, CommandOutput]:
     """split_loop for a query whose answer is the same text on every healthy node (`-link -g`
     prints `link status: UP` on all of them): kept by its text, so a cluster's nodes split it
-    once, not once each (8 per-device outputs made and framed: about 20 us a loop). The dict is a
-    copy; the outputs in it are frozen."""
+    once, not once each (8 per-device outputs made and framed: 0.8 M instructions a node after the
+    bytes arrive, docs/PERFORMANCE.md §4). The dict is a copy; the outputs in it are frozen."""
     return dict(_split_kept(out.stdout))
 
 

@@ -7,7 +7,6 @@ instead (preflight/net/procnet.py). `read_addr` accepts any of the three and nam
 """
 from __future__ import annotations
 
-import functools
 import ipaddress
 import json
 import re
@@ -145,6 +144,8 @@ def owner(interfaces: tuple[Interface, ...], ip: str) -> Interface | None:
         # IPv4 has one spelling ipaddress reads (no leading zeros, no spaces, no other base) and
         # an IPv6 text never equals it: equal text is the equal address, and each node's addresses
         # are its own, so parsing them all was the cost
+        # (0.4-0.5 M instructions a node, docs/PERFORMANCE.md §4; the reference that parses every
+        # address is in tests/net/test_helpers.py)
         for iface in interfaces:
             if any(a.ip == ip for a in iface.addrs):
                 return iface
@@ -178,11 +179,9 @@ def ipv4_value(text: str) -> int | None:
 _PREFIX_OF_NETMASK = {(0xFFFFFFFF << (32 - p)) & 0xFFFFFFFF: p for p in range(33)}
 
 
-@functools.lru_cache(maxsize=64)
 def _prefix(mask: str) -> int | None:
     """The prefix length a dotted netmask or a prefix length as `ip` prints it (24) stands for
-    ("": a host, /32); None for anything else. Kept: a cluster's rails print a handful of masks,
-    8,000 times at 1,000 nodes."""
+    ("": a host, /32); None for anything else."""
     if not mask:
         return 32
     if "." in mask:
@@ -198,7 +197,9 @@ def subnet(ip: str, mask: str | None) -> str:
 
     An IPv4 address with a dotted netmask (what hccn_tool prints: 8 devices a node, 8,000 at
     1,000 nodes, read by env.consistency) or a prefix length (`ip addr`'s) is worked out with
-    integers; anything else (a host mask, IPv6) is ipaddress's to read."""
+    integers; anything else (a host mask, IPv6) is ipaddress's to read. The integers buy 0.85 M
+    instructions a node after the bytes arrive (docs/PERFORMANCE.md §4); the plain reading, the
+    ipaddress line above, is what tests/checks/test_env_consistency.py compares them with."""
     addr = ipv4_value(ip)
     prefix = _prefix(mask or "")
     if addr is None or prefix is None:
@@ -207,9 +208,7 @@ def subnet(ip: str, mask: str | None) -> str:
     return f"{net >> 24}.{net >> 16 & 255}.{net >> 8 & 255}.{net & 255}/{prefix}"
 
 
-@functools.lru_cache(maxsize=65536)
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """Parsed once per run (the master's address is looked up on every node's interfaces)."""
     try:
         return ipaddress.ip_address(text)
     except ValueError:

@@ -8,6 +8,7 @@ import pytest
 
 from preflight.ascend import probes as ascend
 from preflight.checkapi import CommandOutput, ParseError
+from preflight.checkhelpers import line_with
 from preflight.node import Node
 from preflight.registry import discover
 from preflight.ascend import hccn
@@ -165,22 +166,21 @@ def test_alike_loops_are_split_once_and_handed_out_as_copies():
     from preflight.ascend import hccn_common, probes
 
     text = "@@dev 0\nlink status: UP\n@@rc 0\n@@dev 1\nlink status: DOWN\n@@rc 0\n"
-    probes._split_kept.cache_clear()
     first = probes.split_alike(CommandOutput(stdout=text))
     assert {d: (o.stdout, o.rc) for d, o in first.items()} == \
         {d: (o.stdout, o.rc) for d, o in probes.split_loop(CommandOutput(stdout=text)).items()}
     first.pop(0)
     again = probes.split_alike(CommandOutput(stdout=text[:1] + text[1:]))  # another node's equal text
-    assert sorted(again) == [0, 1] and probes._split_kept.cache_info().hits == 1
+    assert sorted(again) == [0, 1]
     for _ in range(2):
         with pytest.raises(ParseError):
             probes.split_alike(CommandOutput(stdout="@@dev 0\nlink status: UP\n"))
-    # read_hccn splits an alike query's loop this way, the others each time
+    # read_hccn hands each query its own devices' outputs, an alike one as any other
     outputs = {"link": CommandOutput(stdout=text), "ip": CommandOutput(stdout=text)}
-    probes._split_kept.cache_clear()
     for _ in range(2):
-        hccn_common.read_hccn(dict(outputs), {"link": "-link -g", "ip": "-ip -g"})
-    assert probes._split_kept.cache_info()[:2] == (1, 1)  # (hits, misses): the -link loop only
+        run = hccn_common.read_hccn(dict(outputs), {"link": "-link -g", "ip": "-ip -g"})
+        assert {n: {d: o.stdout for d, o in per.items()} for n, per in run.outputs.items()} == \
+            {n: {0: "link status: UP\n", 1: "link status: DOWN\n"} for n in ("link", "ip")}
     # every query the table names is one a check asks, and none of them prints a node's own values
     asked = {a for m in discover().values() for a in getattr(m.module, "QUERIES", {}).values()}
     assert hccn_common.ALIKE_ON_HEALTHY_NODES <= asked
@@ -193,23 +193,24 @@ def test_loop_quotes_inventory_paths():
     assert ascend.hccn(node, 3, "-ip -g") == "'/opt/my ascend/driver/tools/hccn_tool' -i 3 -ip -g"
 
 
-def test_error_scan_finds_a_needle_exactly_when_one_occurs():
-    """error_line's one-scan pre-check (a trie of the needles) says "an error is here" exactly
-    when one of ERRORS' needles occurs: on every real hccn_tool and npu-smi error sample (none holds
-    one of these strings, which are the driver source's: no false alarm), and on soups of the
-    needles, their prefixes and other text."""
+def test_error_line_is_the_plain_reading():
+    """error_line (eight anchors looked for first) answers what its plain reference, line_with(text,
+    ERRORS), answers: on every real hccn_tool and npu-smi error sample (none holds one of these
+    strings, which are the driver source's: no false alarm), and on soups of the needles, their
+    prefixes, the anchors and other text."""
     import random
 
     needles = [n for n, _ in hccn.ERRORS]
     real = [fixture_body(name) for name in fixture_names("hccn_tool") + fixture_names("npu-smi_error")]
     for text in real:
-        assert (hccn._ANY_ERROR.search(text) is not None) == any(n in text for n in needles), text[:200]
+        assert hccn.error_line(text) == line_with(text, hccn.ERRORS), text[:200]
         assert (hccn.error_line(text) is not None) == any(n in text for n in needles), text[:200]
-    parts = [n for n in needles] + [n[:k] for n in needles for k in (1, 3, len(n) - 1)] + ["\n", " ", "x"]
+    parts = [n for n in needles] + [n[:k] for n in needles for k in (1, 3, len(n) - 1)] + ["\n", " ", "x"] \
+        + list(hccn.ERROR_ANCHORS)
     rng = random.Random(9)
     for _ in range(5000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 5)))
-        assert (hccn._ANY_ERROR.search(text) is not None) == any(n in text for n in needles), repr(text)
+        assert hccn.error_line(text) == line_with(text, hccn.ERRORS), repr(text)
         assert (hccn.error_line(text) is not None) == any(n in text for n in needles), repr(text)
 
 

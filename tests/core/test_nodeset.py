@@ -75,17 +75,13 @@ def test_fold_never_loses_names(names):
     assert all(n in folded for n in names), folded
 
 
-def test_fold_cache_answers_each_list_for_itself():
-    """fold() keeps results by the exact name tuple: a list met again gets its own fold back, a
-    list that differs in one name, in order or by a set operator gets its own, and an iterator
-    is read once like a list."""
+def test_fold_answers_each_list_for_itself():
+    """fold(): a list met again gets its own fold back, a list that differs in one name, in order
+    or by a set operator gets its own, and an iterator is read once like a list."""
     from preflight import nodeset
 
-    nodeset._fold.cache_clear()
     assert nodeset.fold(["n01", "n02", "n03"]) == "n[01-03]"
     assert nodeset.fold(["n01", "n02", "n04"]) == "n[01-02,04]"
     assert nodeset.fold(iter(["n01", "n02", "n03"])) == "n[01-03]"
     assert nodeset.fold(["a&b", "c"]) == "a&b,c"
     assert nodeset.fold(["n01", "n02", "n03"]) == "n[01-03]"
-    info = nodeset._fold.cache_info()
-    assert info.hits >= 2 and info.maxsize is not None  # kept, and bounded

@@ -109,38 +109,32 @@ def test_format_prometheus_needs_output(tmp_path):
     assert r.exit_code == 2 and "--format prometheus needs --output" in r.output
 
 
-def test_name_caches_answer_each_name_for_itself():
-    """metric_name and the label keys are kept by their exact text (bounded caches): each name and
-    unit gets its own spelling back, whatever was asked in between."""
+def test_names_answer_each_name_for_itself():
+    """metric_name and the label keys: each name and unit gets its own spelling back, whatever was
+    asked in between."""
     from preflight.report import prometheus as prom
 
-    prom.metric_name.cache_clear()
-    prom._label_key.cache_clear()
     assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
     assert prom.metric_name("optical_rx_power", "C") == ("preflight_optical_rx_power_celsius", 1.0)
     assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
     labels = prom._metric_labels("n1", "c", {"node": "x", "lane": 1})
     assert labels == {"node": "n1", "check": "c", "lane": "1", "metric_node": "x"}
     assert prom.metric_name("a-b", "") == ("preflight_a_b", 1.0)
-    assert prom.metric_name.cache_info().hits >= 1 and prom.metric_name.cache_info().maxsize is not None
     assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
     assert prom.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd' and prom.escape_label("plain") == "plain"
 
 
 def test_metric_label_text_kept_only_for_text_labels():
-    """A metric's own label text is kept by its labels when all are text: the same label set
-    spelled the same every time, another set its own text; values that are equal but print
+    """A metric's own label text: the same label set spelled the same every time, another set its own text; values that are equal but print
     differently (1, True, 1.0) are each spelled as they print, whatever was asked before."""
     from preflight.report import prometheus as prom
 
-    prom._own_text_of.cache_clear()
     spelled = prom._label_text(prom._own_labels({"lane": "1", "device": "0"}))
     assert spelled == 'device="0",lane="1"'
     for _ in range(2):
         assert prom._own_text({"device": "0", "lane": "1"}) == spelled
         assert prom._own_text({"lane": "1", "device": "0"}) == spelled
     assert prom._own_text({"device": "0", "lane": "2"}) == 'device="0",lane="2"'
-    assert prom._own_text_of.cache_info().hits >= 2
     assert [prom._own_text({"lane": v}) for v in (1, True, 1.0, "1")] == \
         ['lane="1"', 'lane="True"', 'lane="1.0"', 'lane="1"']
     assert prom._own_text({"node": 'a"b'}) == 'metric_node="a\\"b"'
