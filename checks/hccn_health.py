@@ -16,7 +16,7 @@ as the detect IP (that gives `Receive timeout`). Skipped on inference cards (310
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.checkapi import Policy, CommandOutput, Finding, Status, passed
@@ -29,6 +29,7 @@ POLICY = Policy(
     backend="ascend",
     privilege="root",  # hccn_tool
 )
+USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
 # What to do with a fail/warn (preflight/actions.py). States: docs/FORMATS.md §3.2 (DRV g_net_health_status).
 ACTIONS = {
     "init": ("fix_config", "Init: detection initialising, usually no detect IP configured (§3.2 code 6)"),
@@ -73,8 +74,8 @@ class Facts:
 probes = common.probes  # round 1: the shared npu-smi table
 
 
-def followup(outputs, node, params):
-    return common.hccn_followup(outputs, node, QUERIES)
+def followup(outputs, node, params, used):
+    return common.hccn_followup(outputs, node, QUERIES, used)
 
 
 def _device(out: CommandOutput) -> DeviceHealth:
@@ -84,8 +85,8 @@ def _device(out: CommandOutput) -> DeviceHealth:
     return DeviceHealth(hccn.parse_net_health(out.stdout))
 
 
-def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    run, devices = common.read_devices(outputs, QUERIES, "net_health", "-net_health -g", _device)
+def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
+    run, devices = common.read_devices(outputs, used, QUERIES, "net_health", "-net_health -g", _device)
     return Facts(run.skip, run.missing_tool, devices, run.chips)
 
 

@@ -16,7 +16,7 @@ Other checks (hccn.ping_mesh, env.consistency) read `Facts.devices` (device -> D
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
@@ -31,6 +31,7 @@ POLICY = Policy(
     gate=True,
     privilege="root",  # hccn_tool
 )
+USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
 # What to do with a fail/warn (preflight/actions.py): a missing or stale address is configuration.
 ACTIONS = {
     "tool_failed": ("reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
@@ -69,8 +70,8 @@ def probes(node, params) -> dict[str, Probe]:
     return {**common.probes(node, params), CONF_PROBE: cmd(ascend.HCCN_CONF_CAT)}
 
 
-def followup(outputs, node, params):
-    return common.hccn_followup(outputs, node, QUERIES)
+def followup(outputs, node, params, used):
+    return common.hccn_followup(outputs, node, QUERIES, used)
 
 
 def _conf(out: CommandOutput | None) -> dict[int, dict[str, str]] | None:
@@ -93,12 +94,12 @@ def _device(out: CommandOutput, conf: dict[str, str]) -> DeviceIp:
     return DeviceIp(ipconf.ip, ipconf.netmask, **extra)
 
 
-def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
     try:
         conf, conf_error = _conf(outputs.get(CONF_PROBE)), None
     except UnreadableConf as exc:
         conf, conf_error = None, str(exc)
-    run, devices = common.read_devices(outputs, QUERIES, "ip", "-ip -g", lambda out: out)
+    run, devices = common.read_devices(outputs, used, QUERIES, "ip", "-ip -g", lambda out: out)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
     devices = {d: _device(o, (conf or {}).get(d, {})) for d, o in devices.items()}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Mapping
+from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.checkapi import Policy, CommandOutput, Finding, Metric, Status, passed
@@ -33,6 +33,7 @@ POLICY = Policy(
     trend_metric=("link_up_count", True),
     privilege="root",  # hccn_tool
 )
+USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
 # What to do with a fail/warn (preflight/actions.py). Link states: docs/FORMATS.md §3.1, §3.6.
 ACTIONS = {
     "link_down": ("replace_hardware", "a DOWN RoCE port: cable, optical module or switch port (docs/FAILURES.md rows 9, 11)"),
@@ -66,8 +67,8 @@ class Facts:
 probes = common.probes  # round 1: the shared npu-smi table
 
 
-def followup(outputs, node, params):
-    return common.hccn_followup(outputs, node, QUERIES)
+def followup(outputs, node, params, used):
+    return common.hccn_followup(outputs, node, QUERIES, used)
 
 
 def _stat(out: CommandOutput | None) -> tuple[int | None, tuple[str, ...], float | None, str | None]:
@@ -93,8 +94,8 @@ def _device(link: CommandOutput, stat: CommandOutput | None) -> DeviceLink:
                       recent_down_hours=age, stat_error=stat_error)
 
 
-def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    run, devices = common.read_devices(outputs, QUERIES, "link", "-link -g", _device, "link_stat")
+def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
+    run, devices = common.read_devices(outputs, used, QUERIES, "link", "-link -g", _device, "link_stat")
     return Facts(run.skip, run.missing_tool, devices, run.chips)
 
 

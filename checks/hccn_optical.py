@@ -20,7 +20,7 @@ lane), optical_temperature (C).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
@@ -35,6 +35,7 @@ POLICY = Policy(
     trend_metric=("optical_rx_power", False),
     privilege="root",  # hccn_tool
 )
+USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
 # What to do with a fail/warn (preflight/actions.py). Module fields: docs/FORMATS.md §3.4.
 ACTIONS = {
     "temperature": ("monitor", "module temperature out of range: watch airflow before it fails"),
@@ -71,9 +72,9 @@ class Facts:
 probes = common.probes  # round 1: the shared npu-smi table
 
 
-def followup(outputs, node, params):
-    round2 = common.hccn_followup(outputs, node, QUERIES)
-    table = ascend.table_or_none(ascend.stdout_if_ok(outputs.get(ascend.NPU_SMI_PROBE)))
+def followup(outputs, node, params, used):
+    round2 = common.hccn_followup(outputs, node, QUERIES, used)
+    table = ascend.npu_table(used)
     if round2 and table and table.chips:
         round2[BOARD_PROBE] = ascend.npu_smi_board(table.chips[0].npu)
     return round2
@@ -100,8 +101,8 @@ def _device(out: CommandOutput) -> DeviceOptical:
     return DeviceOptical(hccn.parse_optical(out.stdout))
 
 
-def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    run, devices = common.read_devices(outputs, QUERIES, "optical", "-optical -g", _device)
+def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
+    run, devices = common.read_devices(outputs, used, QUERIES, "optical", "-optical -g", _device)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
     board, board_error = _board_id(outputs.get(BOARD_PROBE))

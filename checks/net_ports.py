@@ -63,6 +63,8 @@ def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Fact
     comm = used.get("env.comm")
     if comm is None:
         raise ParseError("the launch environment: env.comm was not gathered on this node")
+    if isinstance(comm, BaseException):
+        raise comm  # env.comm could not read the launch environment: nor can this check
     out = outputs.get(LISTEN_PROBE)
     if out is None:
         raise ParseError("listening sockets: probe not run")

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Any, Mapping
 
 from preflight.ascend import probes as ascend
-from preflight.checkapi import Policy, CommandOutput, Finding, Probe, cmd, Status, passed, require_ok, tool_failure
+from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Probe, cmd, Status, passed, require_ok, tool_failure
 from preflight.checkhelpers import graded, first_line, worst, q
 from preflight.ascend import fault_codes, npu_smi
 
@@ -36,6 +36,7 @@ POLICY = Policy(
     privilege="root",  # npu-smi: root or the HwHiAiUser group
     privilege_group="HwHiAiUser",
 )
+USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
 # What to do with a fail/warn (preflight/actions.py): the error codes by the vendor's own grading
 # (preflight/data/npu_fault_codes.yaml), then the failures npu-smi itself reports.
 ACTIONS = {
@@ -89,16 +90,16 @@ def probes(node, params) -> dict[str, Probe]:
     return {PROBE: cmd(ascend.NPU_SMI_INFO)}
 
 
-def followup(outputs, node, params) -> dict[str, Probe]:
+def followup(outputs, node, params, used) -> dict[str, Probe]:
     """`-t health` only for chips that are not OK (an all-OK node costs nothing more)."""
-    table = ascend.table_or_none(ascend.stdout_if_ok(outputs.get(PROBE)))
+    table = ascend.npu_table(used)
     if table is None:
         return {}
     return {f"health_{c.npu}_{c.chip}": ascend.npu_smi_health(c.npu, c.chip)
             for c in table.chips if c.health != "OK"}
 
 
-def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
+def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
     out = require_ok(outputs.get(PROBE), ascend.NPU_SMI_LABEL)  # a hang is an error, not a fail
     text = f"{out.stdout}\n{out.stderr}".strip()
     if out.rc == 127:
@@ -106,7 +107,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
     known = npu_smi.known_error(text)
     if known or out.rc != 0:
         return Facts(tool_error=known or text or f"exit code {out.rc}")
-    table = npu_smi.parse_info(out.stdout)
+    table = _table(used)
     health, health_errors = {}, {}
     for name, o in outputs.items():
         m = re.fullmatch(r"health_(\d+)_(\d+)", name)
@@ -116,6 +117,17 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
             line = npu_smi.known_error(f"{o.stdout}\n{o.stderr}") or first_line(o.stdout or o.stderr)
             health_errors[(int(m.group(1)), int(m.group(2)))] = line or f"exit code {o.rc}"
     return Facts(table=table, health=health, health_errors=health_errors)
+
+
+def _table(used: Mapping[str, Any]) -> npu_smi.InfoTable:
+    """npu.idle's reading of the same npu-smi output (rc 0, no known error): its table, or the
+    error it met reading it (a text that is not the table), which is this check's too."""
+    facts = used.get(ascend.NPU_TABLE)
+    if isinstance(facts, BaseException):
+        raise facts
+    if facts is None or facts.table is None:
+        raise ParseError(f"npu-smi info: no table from {ascend.NPU_TABLE} on this node")
+    return facts.table
 
 
 def _tool_failure(facts: Facts, node) -> Finding:

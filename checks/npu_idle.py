@@ -56,6 +56,7 @@ class Facts:
     unavailable: str | None  # npu-smi's own failure line, when it gave no table
     chips: tuple[npu_smi.Chip, ...] = ()
     processes: tuple[npu_smi.Process, ...] = ()
+    table: npu_smi.InfoTable | None = None  # the whole table: the fact the other Ascend checks USE (NPU_TABLE)
 
 
 def probes(node, params) -> dict[str, Probe]:
@@ -68,7 +69,7 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
         said = npu_smi.known_error(f"{out.stdout}\n{out.stderr}") or first_line(out.stdout or out.stderr)
         return Facts(f"npu-smi info failed: {said or f'exit code {out.rc}'}")
     table = npu_smi.parse_info(out.stdout)
-    return Facts(None, table.chips, table.processes)
+    return Facts(None, table.chips, table.processes, table)
 
 
 def busy(facts: Facts) -> int:

@@ -1,7 +1,8 @@
 """The common frame of the four hccn.* node checks (link, optical, ip, health).
 
-Each of them asks `npu-smi info` in round 1 (to learn the logical device ids and whether the node
-has RoCE ports at all), then one `hccn_tool` loop per query in round 2 over those devices, and
+Each of them reads the node's `npu-smi info` table from npu.idle's facts (USES = ("npu.idle",), the
+table parsed once a node: the logical device ids and whether the node has RoCE ports at all), asks
+one `hccn_tool` loop per query in round 2 over those devices, and
 reads the answers the same way: an inference card skips, a missing hccn_tool fails naming the
 path, a device whose hccn_tool call printed an error line fails that device (unless the answer
 means "not supported here"), a loop cut short is unreadable output (error). A check module takes
@@ -11,21 +12,29 @@ means "not supported here"), a loop cut short is unreadable output (error). A ch
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from ..checkapi import CommandOutput, Finding, ParseError, Probe, Status, cmd, require_ok, skipped, tool_failure
 from ..checkhelpers import first_line
 from ..node import Node
 from .hccn import error_line
 from .probes import (NPU_SMI_INFO, NPU_SMI_PROBE, hccn_loop, hccn_missing, is_inference, logical_devices,
-                     split_alike, split_loop, stdout_if_ok, table_or_none)
+                     npu_table, split_alike, split_loop, stdout_if_ok, table_or_none)
 
 T = TypeVar("T")
 
 
 def probes(node: Node, params) -> dict[str, Probe]:
-    """Round 1 of every hccn.* check: the npu-smi table (shared, so it runs once per node)."""
+    """Round 1 of every hccn.* check: the npu-smi table (shared, so it runs once per node). Its
+    parsed table comes from npu.idle's facts (USES = (NPU_TABLE,)); the probe is asked here too so
+    that npu-smi refused (root) is this check's refusal as well."""
     return {NPU_SMI_PROBE: cmd(NPU_SMI_INFO)}
+
+
+def table_of(outputs, used: Mapping[str, Any] | None):
+    """The npu-smi table: from the facts a node check USES (`used`), or, for a cluster check's
+    node probes (no `used`), read from its own npu-smi output."""
+    return npu_table(used) if used is not None else table_or_none(stdout_if_ok(outputs.get(NPU_SMI_PROBE)))
 
 
 INFERENCE_SKIP = "inference card ({name}): no RoCE ports, hccn_tool does not apply"
@@ -34,13 +43,13 @@ UNSUPPORTED = ("not supported on this product", "not supported inside a VM",
                "not supported by this optical module")
 
 
-def hccn_followup(outputs, node: Node, queries: dict[str, str]) -> dict[str, Probe]:
+def hccn_followup(outputs, node: Node, queries: dict[str, str], used: Mapping[str, Any] | None = None) -> dict[str, Probe]:
     """Round 2 of an hccn.* check: one `hccn_loop` probe per query, over the devices npu-smi
     listed (none on inference cards)."""
-    text = stdout_if_ok(outputs.get(NPU_SMI_PROBE))
-    if is_inference(text):
+    table = table_of(outputs, used)
+    if is_inference(table):
         return {}
-    devices = logical_devices(text, node)
+    devices = logical_devices(table, node)
     timeout = 30 + 5 * len(devices)  # hccn_tool answers in well under a second per device
     return {name: cmd(hccn_loop(node, devices, args), timeout=timeout) for name, args in queries.items()}
 
@@ -63,10 +72,10 @@ class HccnRun:
 ALIKE_ON_HEALTHY_NODES = frozenset({"-link -g", "-fec -g", "-tls -g", "-net_health -g"})
 
 
-def read_hccn(outputs, queries: Mapping[str, str]) -> HccnRun:
+def read_hccn(outputs, queries: Mapping[str, str], used: Mapping[str, Any] | None = None) -> HccnRun:
     """Split the loops of `queries` (name -> hccn_tool arguments, a check's QUERIES); ParseError
     if one of them did not run cleanly."""
-    table = table_or_none(stdout_if_ok(outputs.get(NPU_SMI_PROBE)))
+    table = table_of(outputs, used)
     chips = {c.logical_id: (c.npu, c.chip) for c in table.chips} if table else {}
     if table is not None and table.inference:
         name = table.chips[0].name if table.chips else table.layout
@@ -137,12 +146,12 @@ def frame_findings(run: HccnRun, node: Node, missing_action: str | None = None) 
     return None
 
 
-def read_devices(outputs, queries: Mapping[str, str], name: str, what: str,
+def read_devices(outputs, used: Mapping[str, Any], queries: Mapping[str, str], name: str, what: str,
                  per_device: Callable[..., T], *extra: str) -> tuple[HccnRun, dict[int, T]]:
     """Parse step shared by the hccn.* checks: the run's frame, and `per_device(out, *extra_outs)`
     for every device of query `name` (`extra` names further queries whose per-device output, or
     None, is passed along). No devices when the frame already decides (skip, tool missing)."""
-    run = read_hccn(outputs, queries)
+    run = read_hccn(outputs, queries, used)
     if run.skip or run.missing_tool:
         return run, {}
     per_dev = loop_devices(run, outputs, name, what)

@@ -5,7 +5,7 @@ mean the same thing everywhere.
 Device ids: `hccn_tool -i` takes the logical device id docs/SPEC.md §4.2 defines: the Phy-ID column of
 `npu-smi info` on A3, the Device column on 310P, the Chip Logic ID of `npu-smi info -m` elsewhere
 (on A2/A1 hosts that equals the NPU id of the table, which is what `logical_devices` uses unless
-it is handed the `-m` output). When npu-smi gave nothing readable: range(node.devices).
+it is handed the `-m` output). When npu-smi gave no readable table: range(node.devices).
 
 Per-device loops: `hccn_loop(node, devices, args)` is ONE probe that runs `hccn_tool -i N <args>`
 for every device, so 8 devices x 6 queries are 6 probes in one batch, not 48 round trips. Its
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from ..checkapi import CommandOutput, ParseError, Probe, Shell, cmd, sh
 from ..node import Node
@@ -183,9 +183,20 @@ def table_or_none(npu_smi_text: str | None) -> npu_smi.InfoTable | None:
         return None
 
 
-def logical_devices(npu_smi_text: str | None, node: Node, mapping_text: str | None = None) -> list[int]:
+# The check whose facts are the parsed `npu-smi info` of a node (npu.idle: its Facts.table): the
+# Ascend checks that read the table declare USES = (NPU_TABLE,) and get it from the runner, parsed once.
+NPU_TABLE = "npu.idle"
+
+
+def npu_table(used: Mapping[str, Any]) -> npu_smi.InfoTable | None:
+    """The node's `npu-smi info` table from the facts a check USES, or None when npu-smi gave no
+    readable table (it failed, hung, printed something else, or was not gathered)."""
+    facts = used.get(NPU_TABLE)
+    return getattr(facts, "table", None) if not isinstance(facts, BaseException) else None
+
+
+def logical_devices(table: npu_smi.InfoTable | None, node: Node, mapping_text: str | None = None) -> list[int]:
     """The hccn_tool device ids of a node, in table order (see module docstring)."""
-    table = table_or_none(npu_smi_text)
     if table is not None and table.chips:
         if table.layout == "chip" and mapping_text:
             try:
@@ -197,9 +208,8 @@ def logical_devices(npu_smi_text: str | None, node: Node, mapping_text: str | No
     return list(range(node.devices))
 
 
-def is_inference(npu_smi_text: str | None) -> bool:
+def is_inference(table: npu_smi.InfoTable | None) -> bool:
     """310/310P inference cards: no RoCE ports, so hccn.* do not apply."""
-    table = table_or_none(npu_smi_text)
     return bool(table and table.inference)
 
 

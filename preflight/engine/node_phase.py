@@ -80,30 +80,36 @@ class NodePhase:
     def gather(self, run: NodeRun, checks: list[CheckInfo]) -> None:
         """Round 1 (every check's probes), round 2 (follow-ups), then each check's facts: what
         parse() made of its outputs, or why it could not (kept as the check's error). `checks`
-        come in the selection's order, each after those it USES, whose facts its parse receives."""
+        come in the selection's order, each after those it USES. A check without follow-ups
+        (Selection.early) is parsed as soon as round 1 is in, so the follow-ups of the checks
+        that USE it see its facts (the npu-smi table: npu.idle's)."""
         sh = self.shared
         node, session = run.node, run.session  # the cut may close (and clear) run.session meanwhile
-        every = sh.selection.every
+        every, early = sh.selection.every, sh.selection.early
         wanted = self.ask(run, checks, lambda c: c.module.probes(node, params(node, c)))
         run.outputs = batches.run_batch(session, node, wanted, sh.cancel, sh.recorder, every)
+        self.parse(run, [c for c in checks if c.id in early])
         more = self.ask(run, [c for c in checks if c.has("followup") and c.id in run.outputs],
-                        lambda c: c.module.followup(run.outputs[c.id], node, params(node, c)))
+                        lambda c: c.module.followup(run.outputs[c.id], node, params(node, c), *uses(run, c)))
         more = {cid: p for cid, p in more.items() if p}
         if more and not sh.cancel.is_set():
             for cid, outs in batches.run_batch(session, node, more, sh.cancel, sh.recorder, every).items():
                 run.outputs[cid].update(outs)
+        self.parse(run, [c for c in checks if c.id not in early])
+
+    @staticmethod
+    def parse(run: NodeRun, checks: list[CheckInfo]) -> None:
+        """Each check's facts from its outputs; a check whose probes were not run, or whose parse
+        raises, keeps that as its facts (its error result)."""
         for c in checks:
             if c.id not in run.outputs or c.id in run.facts:
                 continue
-            denied = ProbesNotRun.of(run.outputs[c.id], node, c)
+            denied = ProbesNotRun.of(run.outputs[c.id], run.node, c)
             if denied is not None:  # a probe it needs was not run: nothing of it can be judged
                 run.facts[c.id] = denied
                 continue
             try:
-                if c.scope == "node" and c.uses:
-                    run.facts[c.id] = c.module.parse(run.outputs[c.id], used(run, c))
-                else:
-                    run.facts[c.id] = c.module.parse(run.outputs[c.id])
+                run.facts[c.id] = c.module.parse(run.outputs[c.id], *uses(run, c))
             except Exception as exc:  # noqa: BLE001 - kept as the check's error result
                 run.facts[c.id] = exc
 
@@ -163,15 +169,12 @@ class NodePhase:
         return None
 
 
-def used(run: NodeRun, info: CheckInfo) -> dict[str, Any]:
-    """The facts of the checks a node check USES, for its parse (check id -> facts; a check not
-    gathered on this node is absent). A used check whose facts could not be read is this check's
-    error too (raised: its probes not run, its output unreadable), as if it had read them itself."""
-    out = {}
-    for cid in info.uses:
-        facts = run.facts.get(cid)
-        if isinstance(facts, BaseException):
-            raise facts
-        if facts is not None:
-            out[cid] = facts
-    return out
+def uses(run: NodeRun, info: CheckInfo) -> tuple[dict[str, Any], ...]:
+    """The extra argument of a node check that declares USES (nothing for the others): the used
+    checks' facts on this node by id, as far as they are parsed (a check not gathered here is
+    absent). Where a used check's facts could not be read, its entry is the exception that stands
+    for them (its probes not run, a ParseError): the check raises it to share the error, or carries
+    on without those facts."""
+    if info.scope != "node" or not info.uses:
+        return ()
+    return ({cid: f for cid in info.uses if (f := run.facts.get(cid)) is not None},)

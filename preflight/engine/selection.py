@@ -22,13 +22,19 @@ class Selection:
     ordered: tuple[CheckInfo, ...]  # the same, each after those it REQUIRES: evaluation order
     cluster: tuple[CheckInfo, ...]  # the active cluster checks
     plans: bool  # a reported cluster check plans probes: sessions may be kept for its rounds
+    early: frozenset[str]  # node checks parsed right after round 1: no follow-up, nor does any check they use
 
     @classmethod
     def of(cls, every: Mapping[str, CheckInfo], active: list[str], reported: list[str]) -> "Selection":
         checks = first([every[c] for c in active if c != CONNECT_ID and every[c].has("probes")], "uses")
         plans = any(every[c].scope == "cluster" and every[c].has("plan") for c in reported)
+        early: set[str] = set()
+        gathered = {c.id for c in checks}
+        for c in checks:  # each after those it USES
+            if not c.has("followup") and all(u in early for u in c.uses if u in gathered):
+                early.add(c.id)
         return cls(every, tuple(reported), tuple(active), tuple(checks), tuple(first(checks, "requires")),
-                   tuple(every[c] for c in active if every[c].scope == "cluster"), plans)
+                   tuple(every[c] for c in active if every[c].scope == "cluster"), plans, frozenset(early))
 
     def reports(self, check_id: str) -> bool:
         return check_id in self.reported

@@ -32,3 +32,26 @@ def same(text: str, devices=range(8)) -> CommandOutput:
 
 
 MISSING = CommandOutput(stdout="@@missing /usr/local/Ascend/driver/tools/hccn_tool\n", rc=127)
+
+
+def used(outputs) -> dict:
+    """What the runner hands a check that USES npu.idle (the parsed npu-smi table): npu.idle's
+    facts from the same outputs, or the error its parse raised; nothing when npu-smi was not asked."""
+    from preflight.checks import npu_idle
+
+    if npu_idle.PROBE not in outputs:
+        return {}
+    try:
+        return {npu_idle.ID: npu_idle.parse(outputs)}
+    except Exception as exc:  # noqa: BLE001 - handed over as the runner hands it
+        return {npu_idle.ID: exc}
+
+
+def parse(check, outputs):
+    """check.parse as the runner calls it for a check that USES npu.idle."""
+    return check.parse(outputs, used(outputs))
+
+
+def followup(check, outputs, node, params):
+    """check.followup as the runner calls it for a check that USES npu.idle."""
+    return check.followup(outputs, node, params, used(outputs))

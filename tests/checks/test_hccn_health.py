@@ -4,12 +4,12 @@ import pytest
 
 from preflight.checks import hccn_health as check
 from preflight.checkapi import Status
-from tests.checks.ascend_helpers import MISSING, P310, loop, node, same, smi
+from tests.checks.ascend_helpers import MISSING, P310, loop, node, parse, same, smi
 from tests.support import fixture_body
 
 
 def run(out, npu=None, n=None):
-    return check.evaluate(check.parse({"npu_smi": npu or smi(), "net_health": out}), {}, n or node())
+    return check.evaluate(parse(check, {"npu_smi": npu or smi(), "net_health": out}), {}, n or node())
 
 
 @pytest.mark.parametrize("name,status", [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from preflight.checks import hccn_ip as check
 from preflight.checkapi import CommandOutput, Status
-from tests.checks.ascend_helpers import A3, MISSING, P310, loop, node, smi
+from tests.checks.ascend_helpers import A3, MISSING, P310, followup, loop, node, parse, smi
 from tests.support import fixture_body
 
 ABSENT = CommandOutput(stdout="@@absent /etc/hccn.conf\n")
@@ -12,7 +12,7 @@ CONF = "".join(f"address_{d}=10.10.0.{10 + d}\nnetmask_{d}=255.255.255.0\n" for 
 
 
 def facts(per_dev, conf=ABSENT, npu=None):
-    return check.parse({"npu_smi": npu or smi(), "hccn_conf": conf, "ip": loop(per_dev)})
+    return parse(check, {"npu_smi": npu or smi(), "hccn_conf": conf, "ip": loop(per_dev)})
 
 
 def run(per_dev, conf=ABSENT, n=None, npu=None):
@@ -51,7 +51,7 @@ def test_masked_doc_sample_reads():
 
 
 def test_missing_tool_and_inference_skip():
-    r = check.evaluate(check.parse({"npu_smi": smi(), "hccn_conf": ABSENT, "ip": MISSING}), {}, node())
+    r = check.evaluate(parse(check, {"npu_smi": smi(), "hccn_conf": ABSENT, "ip": MISSING}), {}, node())
     assert r[0].status is Status.FAIL and "hccn_tool" in r[0].summary
     assert run({}, npu=smi(P310), n=node(1))[0].status is Status.SKIP
 
@@ -59,7 +59,7 @@ def test_missing_tool_and_inference_skip():
 def test_probes_share_npu_smi_and_read_conf():
     p = check.probes(node(), {})
     assert p["npu_smi"].cmd == "npu-smi info" and "/etc/hccn.conf" in p["hccn_conf"].cmd
-    assert "for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15;" in check.followup({"npu_smi": smi(A3)}, node(16), {})["ip"].cmd
+    assert "for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15;" in followup(check, {"npu_smi": smi(A3)}, node(16), {})["ip"].cmd
 
 
 def test_unreadable_hccn_conf_fails_naming_the_file():

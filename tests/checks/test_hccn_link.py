@@ -4,7 +4,7 @@ import pytest
 
 from preflight.checks import hccn_link as check
 from preflight.checkapi import ParseError, Probe, Status
-from tests.checks.ascend_helpers import A3, MISSING, P310, loop, node, same, smi
+from tests.checks.ascend_helpers import A3, MISSING, P310, followup, loop, node, parse, same, smi
 from tests.support import fixture_body, fixture_names
 
 UP = fixture_body("hccn_tool_-link_-g__UP__mindcluster-doc.txt")
@@ -15,14 +15,14 @@ STABLE = ("[devid 0]current time        : Wed Aug  2 03:36:43 2022\n[devid 0]lin
 
 def run(link, stat, n=None, npu=None):
     outs = {"npu_smi": npu or smi(), "link": link, "link_stat": stat}
-    return check.evaluate(check.parse(outs), check.DEFAULTS, n or node())
+    return check.evaluate(parse(check, outs), check.DEFAULTS, n or node())
 
 
 def test_followup_one_probe_per_query_over_all_devices():
-    round2 = check.followup({"npu_smi": smi(A3)}, node(16), check.DEFAULTS)
+    round2 = followup(check, {"npu_smi": smi(A3)}, node(16), check.DEFAULTS)
     assert set(round2) == {"link", "link_stat"}
     assert all(isinstance(p, Probe) and "for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15;" in p.cmd for p in round2.values())
-    assert check.followup({"npu_smi": smi(P310)}, node(1), check.DEFAULTS) == {}
+    assert followup(check, {"npu_smi": smi(P310)}, node(1), check.DEFAULTS) == {}
 
 
 def test_all_up_and_stable_passes_with_metrics():
@@ -50,7 +50,7 @@ def test_recent_link_down_warns_even_with_one_up_event():
     text = fixture_body("hccn_tool_-link_stat_-g__after_flap__mindcluster-fixture.txt").replace(": 2", ": 1")
     [f] = run(same(UP), loop({0: text, **{d: STABLE for d in range(1, 8)}}))
     assert f.status is Status.WARN and "LINK DOWN 12.9 h ago" in f.summary
-    [f] = check.evaluate(check.parse({"npu_smi": smi(), "link": same(UP),
+    [f] = check.evaluate(parse(check, {"npu_smi": smi(), "link": same(UP),
                                       "link_stat": loop({0: text, **{d: STABLE for d in range(1, 8)}})}),
                          {**check.DEFAULTS, "flap_window_hours": 6}, node())
     assert f.status is Status.PASS
@@ -81,7 +81,7 @@ def test_inference_card_skips():
 def test_cut_loop_is_parse_error():
     from preflight.checkapi import CommandOutput
     with pytest.raises(ParseError):
-        check.parse({"npu_smi": smi(), "link": CommandOutput(stdout="@@dev 0\nlink status: UP\n"), "link_stat": same(STABLE)})
+        parse(check, {"npu_smi": smi(), "link": CommandOutput(stdout="@@dev 0\nlink status: UP\n"), "link_stat": same(STABLE)})
 
 
 def test_a3_uses_phy_ids_and_npu_chip_in_details():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from preflight.checks import hccn_optical as check
 from preflight.checkapi import CommandOutput, Status
-from tests.checks.ascend_helpers import MISSING, P310, loop, node, same, smi
+from tests.checks.ascend_helpers import MISSING, P310, followup, loop, node, parse, same, smi
 from tests.support import fixture_body
 
 FULL = fixture_body("hccn_tool_-optical_-g__910A_QSFP_4lane__mindcluster-fixture.txt")
@@ -15,7 +15,7 @@ BOARD = CommandOutput(stdout=fixture_body("npu-smi_info_-t_board_-i__910A__mindc
 
 
 def run(out, board=BOARD, npu=None, n=None):
-    return check.evaluate(check.parse({"npu_smi": npu or smi(), "optical": out, "board": board}),
+    return check.evaluate(parse(check, {"npu_smi": npu or smi(), "optical": out, "board": board}),
                           check.DEFAULTS, n or node())
 
 
@@ -63,7 +63,7 @@ def test_pod_board_skips_and_errors():
 
 
 def test_followup_asks_board_of_first_npu():
-    assert check.followup({"npu_smi": smi()}, node(), check.DEFAULTS)["board"].cmd == "npu-smi info -t board -i 0"
+    assert followup(check, {"npu_smi": smi()}, node(), check.DEFAULTS)["board"].cmd == "npu-smi info -t board -i 0"
 
 
 def test_unreadable_board_id_is_said_not_silently_taken_as_no_pod():

@@ -4,7 +4,7 @@ import pytest
 
 from preflight.checks import npu_health as check
 from preflight.checkapi import CommandOutput, ParseError, Probe, Status
-from tests.checks.ascend_helpers import A2, A3, P310, node
+from tests.checks.ascend_helpers import A2, A3, P310, followup, node, parse
 from tests.support import fixture_body, fixture_names
 
 PARTIAL_MARK = "<<< rows not available >>>"
@@ -21,7 +21,7 @@ def expected_devices(name):
 
 
 def run(outs, n):
-    return check.evaluate(check.parse(outs), {}, n)
+    return check.evaluate(parse(check, outs), {}, n)
 
 
 @pytest.mark.parametrize("name", fixture_names("npu-smi_info__"))
@@ -42,7 +42,7 @@ def with_health(name, npu_row, value):
                                           ("Critical", Status.FAIL), ("UNKNOWN", Status.FAIL)])
 def test_health_values(value, status):
     text = with_health(A2, "| 3     910B1               | OK    ", value)
-    assert check.followup({"npu_smi": CommandOutput(stdout=text)}, node(), {}) == {
+    assert followup(check, {"npu_smi": CommandOutput(stdout=text)}, node(), {}) == {
         "health_3_0": Probe("npu-smi info -t health -i 3 -c 0")}
     [f] = run({"npu_smi": CommandOutput(stdout=text)}, node())
     assert f.status is status and f.details["failed_devices"] == [3] and f.remediation
@@ -60,14 +60,14 @@ def test_alarm_details_from_t_health():
 def test_a3_second_chip_uses_phy_id():
     text = table(A3).replace("| 6     Ascend910           | OK            | -  ",
                              "| 6     Ascend910           | Alarm         | -  ")
-    assert check.followup({"npu_smi": CommandOutput(stdout=text)}, node(16), {}) == {
+    assert followup(check, {"npu_smi": CommandOutput(stdout=text)}, node(16), {}) == {
         "health_6_1": Probe("npu-smi info -t health -i 6 -c 1")}
     [f] = run({"npu_smi": CommandOutput(stdout=text)}, node(16))
     assert f.details["failed_devices"] == [13]
 
 
 def test_all_ok_needs_no_followup():
-    assert check.followup({"npu_smi": CommandOutput(stdout=table(A2))}, node(), {}) == {}
+    assert followup(check, {"npu_smi": CommandOutput(stdout=table(A2))}, node(), {}) == {}
 
 
 def test_missing_chip_fails_and_extra_warns():
@@ -96,7 +96,7 @@ def test_missing_npu_smi_fails_and_hang_is_error():
     [f] = run({"npu_smi": CommandOutput(stderr="sh: 1: npu-smi: not found\n", rc=127)}, node())
     assert f.status is Status.FAIL and "/usr/local/bin/npu-smi" in f.summary
     with pytest.raises(ParseError):
-        check.parse({"npu_smi": CommandOutput(rc=124, timed_out=True, duration_s=60)})
+        parse(check, {"npu_smi": CommandOutput(rc=124, timed_out=True, duration_s=60)})
 
 
 def test_310_table_passes_with_one_device():

@@ -234,16 +234,30 @@ def test_a_node_check_receives_the_facts_of_the_checks_it_uses(checks, inventory
     assert not [r for r in rep.results if r.check == "fake.z"]
 
 
-def test_a_used_check_that_cannot_be_read_is_the_users_error_too(checks, inventory):
+def test_a_used_check_that_cannot_be_read_is_handed_over_as_its_error(checks, inventory):
+    """The user decides: raise it (its error is then this check's) or carry on without those facts."""
     def bad(outs):
         raise ParseError("Chip ?? Alarm", "hello\n")
 
     def parse(outs, used):
-        raise AssertionError("not called: the facts it uses could not be read")
+        raise used["fake.z"]
 
     checks(node_check("fake.a", parse=parse, uses=("fake.z",)), node_check("fake.z", parse=bad))
     r = one(Runner(inventory("n1"), LocalTransport(), Options(checks=["fake.a"])).run(), "fake.a", "n1")
     assert r.status is Status.ERROR and "could not read the output: Chip ?? Alarm" in r.summary
+
+
+def test_a_follow_up_sees_the_facts_of_a_used_check_without_follow_ups(checks, inventory):
+    """npu.idle's npu-smi table reaches the hccn.* follow-ups this way: parsed once, after round 1."""
+    def followup(outs, node, params, used):
+        return {"two": cmd("echo {n}", n=f"{used['fake.z']['base']}-2")}
+
+    a = node_check("fake.a", probes=lambda n, p: {"one": cmd("echo one")},
+                   parse=lambda outs, used: {k: o.stdout.strip() for k, o in outs.items()}, uses=("fake.z",))
+    a.module.followup = followup
+    checks(a, node_check("fake.z", probes=lambda n, p: {"base": cmd("echo base")}))
+    rep = Runner(inventory("n1"), LocalTransport(), Options(checks=["fake.a"])).run()
+    assert one(rep, "fake.a", "n1").summary == "fake.a saw {'one': 'one', 'two': 'base-2'}"
 
 
 # ---------------------------------------------------------------- REQUIRES
