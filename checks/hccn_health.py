@@ -29,7 +29,8 @@ POLICY = Policy(
     backend="ascend",
     privilege="root",  # hccn_tool
 )
-USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
+NPU = "npu.idle"  # its facts are the parsed npu-smi table (ascend.probes.npu_table), read once a node
+USES = (NPU,)
 # What to do with a fail/warn (preflight/actions.py). States: docs/FORMATS.md §3.2 (DRV g_net_health_status).
 ACTIONS = {
     "init": ("fix_config", "Init: detection initialising, usually no detect IP configured (§3.2 code 6)"),
@@ -75,7 +76,7 @@ probes = common.probes  # round 1: the shared npu-smi table
 
 
 def followup(outputs, node, params, used):
-    return common.hccn_followup(outputs, node, QUERIES, used)
+    return common.hccn_followup(outputs, node, QUERIES, used.get(NPU))
 
 
 def _device(out: CommandOutput) -> DeviceHealth:
@@ -86,7 +87,7 @@ def _device(out: CommandOutput) -> DeviceHealth:
 
 
 def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
-    run, devices = common.read_devices(outputs, used, QUERIES, "net_health", "-net_health -g", _device)
+    run, devices = common.read_devices(outputs, used.get(NPU), QUERIES, "net_health", "-net_health -g", _device)
     return Facts(run.skip, run.missing_tool, devices, run.chips)
 
 

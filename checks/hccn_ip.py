@@ -31,7 +31,8 @@ POLICY = Policy(
     gate=True,
     privilege="root",  # hccn_tool
 )
-USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
+NPU = "npu.idle"  # its facts are the parsed npu-smi table (ascend.probes.npu_table), read once a node
+USES = (NPU,)
 # What to do with a fail/warn (preflight/actions.py): a missing or stale address is configuration.
 ACTIONS = {
     "tool_failed": ("reset_device", "hccn_tool failing on a device (docs/FORMATS.md §3.10)"),
@@ -71,7 +72,7 @@ def probes(node, params) -> dict[str, Probe]:
 
 
 def followup(outputs, node, params, used):
-    return common.hccn_followup(outputs, node, QUERIES, used)
+    return common.hccn_followup(outputs, node, QUERIES, used.get(NPU))
 
 
 def _conf(out: CommandOutput | None) -> dict[int, dict[str, str]] | None:
@@ -99,7 +100,7 @@ def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Fact
         conf, conf_error = _conf(outputs.get(CONF_PROBE)), None
     except UnreadableConf as exc:
         conf, conf_error = None, str(exc)
-    run, devices = common.read_devices(outputs, used, QUERIES, "ip", "-ip -g", lambda out: out)
+    run, devices = common.read_devices(outputs, used.get(NPU), QUERIES, "ip", "-ip -g", lambda out: out)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
     devices = {d: _device(o, (conf or {}).get(d, {})) for d, o in devices.items()}

@@ -33,7 +33,8 @@ POLICY = Policy(
     trend_metric=("link_up_count", True),
     privilege="root",  # hccn_tool
 )
-USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
+NPU = "npu.idle"  # its facts are the parsed npu-smi table (ascend.probes.npu_table), read once a node
+USES = (NPU,)
 # What to do with a fail/warn (preflight/actions.py). Link states: docs/FORMATS.md §3.1, §3.6.
 ACTIONS = {
     "link_down": ("replace_hardware", "a DOWN RoCE port: cable, optical module or switch port (docs/FAILURES.md rows 9, 11)"),
@@ -68,7 +69,7 @@ probes = common.probes  # round 1: the shared npu-smi table
 
 
 def followup(outputs, node, params, used):
-    return common.hccn_followup(outputs, node, QUERIES, used)
+    return common.hccn_followup(outputs, node, QUERIES, used.get(NPU))
 
 
 def _stat(out: CommandOutput | None) -> tuple[int | None, tuple[str, ...], float | None, str | None]:
@@ -95,7 +96,7 @@ def _device(link: CommandOutput, stat: CommandOutput | None) -> DeviceLink:
 
 
 def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
-    run, devices = common.read_devices(outputs, used, QUERIES, "link", "-link -g", _device, "link_stat")
+    run, devices = common.read_devices(outputs, used.get(NPU), QUERIES, "link", "-link -g", _device, "link_stat")
     return Facts(run.skip, run.missing_tool, devices, run.chips)
 
 

@@ -35,7 +35,8 @@ POLICY = Policy(
     trend_metric=("optical_rx_power", False),
     privilege="root",  # hccn_tool
 )
-USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
+NPU = "npu.idle"  # its facts are the parsed npu-smi table (ascend.probes.npu_table), read once a node
+USES = (NPU,)
 # What to do with a fail/warn (preflight/actions.py). Module fields: docs/FORMATS.md §3.4.
 ACTIONS = {
     "temperature": ("monitor", "module temperature out of range: watch airflow before it fails"),
@@ -73,8 +74,8 @@ probes = common.probes  # round 1: the shared npu-smi table
 
 
 def followup(outputs, node, params, used):
-    round2 = common.hccn_followup(outputs, node, QUERIES, used)
-    table = ascend.npu_table(used)
+    round2 = common.hccn_followup(outputs, node, QUERIES, used.get(NPU))
+    table = ascend.npu_table(used.get(NPU))
     if round2 and table and table.chips:
         round2[BOARD_PROBE] = ascend.npu_smi_board(table.chips[0].npu)
     return round2
@@ -102,7 +103,7 @@ def _device(out: CommandOutput) -> DeviceOptical:
 
 
 def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Facts:
-    run, devices = common.read_devices(outputs, used, QUERIES, "optical", "-optical -g", _device)
+    run, devices = common.read_devices(outputs, used.get(NPU), QUERIES, "optical", "-optical -g", _device)
     if run.skip or run.missing_tool:
         return Facts(run.skip, run.missing_tool, chips=run.chips)
     board, board_error = _board_id(outputs.get(BOARD_PROBE))

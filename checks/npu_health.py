@@ -36,7 +36,8 @@ POLICY = Policy(
     privilege="root",  # npu-smi: root or the HwHiAiUser group
     privilege_group="HwHiAiUser",
 )
-USES = ("npu.idle",)  # its facts are the parsed npu-smi table (ascend.probes.NPU_TABLE), read once a node
+NPU = "npu.idle"  # its facts are the parsed npu-smi table (ascend.probes.npu_table), read once a node
+USES = (NPU,)
 # What to do with a fail/warn (preflight/actions.py): the error codes by the vendor's own grading
 # (preflight/data/npu_fault_codes.yaml), then the failures npu-smi itself reports.
 ACTIONS = {
@@ -92,7 +93,7 @@ def probes(node, params) -> dict[str, Probe]:
 
 def followup(outputs, node, params, used) -> dict[str, Probe]:
     """`-t health` only for chips that are not OK (an all-OK node costs nothing more)."""
-    table = ascend.npu_table(used)
+    table = ascend.npu_table(used.get(NPU))
     if table is None:
         return {}
     return {f"health_{c.npu}_{c.chip}": ascend.npu_smi_health(c.npu, c.chip)
@@ -122,11 +123,11 @@ def parse(outputs: Mapping[str, CommandOutput], used: Mapping[str, Any]) -> Fact
 def _table(used: Mapping[str, Any]) -> npu_smi.InfoTable:
     """npu.idle's reading of the same npu-smi output (rc 0, no known error): its table, or the
     error it met reading it (a text that is not the table), which is this check's too."""
-    facts = used.get(ascend.NPU_TABLE)
+    facts = used.get(NPU)
     if isinstance(facts, BaseException):
         raise facts
     if facts is None or facts.table is None:
-        raise ParseError(f"npu-smi info: no table from {ascend.NPU_TABLE} on this node")
+        raise ParseError(f"npu-smi info: no table from {NPU} on this node")
     return facts.table
 
 

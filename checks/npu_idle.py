@@ -56,7 +56,7 @@ class Facts:
     unavailable: str | None  # npu-smi's own failure line, when it gave no table
     chips: tuple[npu_smi.Chip, ...] = ()
     processes: tuple[npu_smi.Process, ...] = ()
-    table: npu_smi.InfoTable | None = None  # the whole table: the fact the other Ascend checks USE (NPU_TABLE)
+    table: npu_smi.InfoTable | None = None  # the whole table: the fact the other Ascend checks USE (ascend.probes.npu_table)
 
 
 def probes(node, params) -> dict[str, Probe]:

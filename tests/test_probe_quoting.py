@@ -148,6 +148,16 @@ def _cluster_ctx(info, h: Hostile) -> ClusterContext:
     return ClusterContext(nodes=nodes, facts=facts, params=_params(info, h), job=job)
 
 
+def _round1_facts(info, h: Hostile, r1) -> object:
+    """A used check's facts from the same realistic round 1, as the runner hands them to a
+    follow-up (the error its parse raised in their place)."""
+    outs = {n: r1.get(n, CommandOutput(stdout="", rc=0)) for n in info.module.probes(h.node, _params(info, h)) or {}}
+    try:
+        return info.module.parse(outs)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
 def build_all(h: Hostile) -> dict[str, Probe]:
     """Every probe every check builds for the hostile node(s): label -> Probe."""
     built: dict[str, Probe] = {}
@@ -159,7 +169,8 @@ def build_all(h: Hostile) -> dict[str, Probe]:
             built.update({f"{cid}/probes/{n}": p for n, p in first.items()})
             if info.has("followup"):
                 outs = {n: r1.get(n, CommandOutput(stdout="", rc=0)) for n in first}
-                built.update({f"{cid}/followup/{n}": p for n, p in (mod.followup(outs, h.node, params) or {}).items()})
+                used = ({u: _round1_facts(ALL[u], h, r1) for u in info.uses},) if info.scope == "node" and info.uses else ()
+                built.update({f"{cid}/followup/{n}": p for n, p in (mod.followup(outs, h.node, params, *used) or {}).items()})
         if info.scope == "cluster" and info.has("plan"):
             for node, probes in (mod.plan(_cluster_ctx(info, h)) or {}).items():
                 built.update({f"{cid}/plan/{node}/{n}": p for n, p in probes.items()})

@@ -1,7 +1,7 @@
 """The common frame of the four hccn.* node checks (link, optical, ip, health).
 
-Each of them reads the node's `npu-smi info` table from npu.idle's facts (USES = ("npu.idle",), the
-table parsed once a node: the logical device ids and whether the node has RoCE ports at all), asks
+Each of them reads the node's `npu-smi info` table from npu.idle's facts (USES = (NPU,), the table
+parsed once a node: the logical device ids and whether the node has RoCE ports at all), asks
 one `hccn_tool` loop per query in round 2 over those devices, and
 reads the answers the same way: an inference card skips, a missing hccn_tool fails naming the
 path, a device whose hccn_tool call printed an error line fails that device (unless the answer
@@ -26,15 +26,18 @@ T = TypeVar("T")
 
 def probes(node: Node, params) -> dict[str, Probe]:
     """Round 1 of every hccn.* check: the npu-smi table (shared, so it runs once per node). Its
-    parsed table comes from npu.idle's facts (USES = (NPU_TABLE,)); the probe is asked here too so
+    parsed table comes from npu.idle's facts (a check USES npu.idle); the probe is asked here too so
     that npu-smi refused (root) is this check's refusal as well."""
     return {NPU_SMI_PROBE: cmd(NPU_SMI_INFO)}
 
 
-def table_of(outputs, used: Mapping[str, Any] | None):
-    """The npu-smi table: from the facts a node check USES (`used`), or, for a cluster check's
-    node probes (no `used`), read from its own npu-smi output."""
-    return npu_table(used) if used is not None else table_or_none(stdout_if_ok(outputs.get(NPU_SMI_PROBE)))
+OWN_TEXT = object()  # a cluster check's node probes: no facts handed over, the table is read from its own output
+
+
+def table_of(outputs, npu: Any):
+    """The npu-smi table: from npu.idle's facts (`npu`, what a node check that USES npu.idle is
+    handed), or, for a cluster check's node probes (OWN_TEXT), read from its own npu-smi output."""
+    return table_or_none(stdout_if_ok(outputs.get(NPU_SMI_PROBE))) if npu is OWN_TEXT else npu_table(npu)
 
 
 INFERENCE_SKIP = "inference card ({name}): no RoCE ports, hccn_tool does not apply"
@@ -43,10 +46,10 @@ UNSUPPORTED = ("not supported on this product", "not supported inside a VM",
                "not supported by this optical module")
 
 
-def hccn_followup(outputs, node: Node, queries: dict[str, str], used: Mapping[str, Any] | None = None) -> dict[str, Probe]:
+def hccn_followup(outputs, node: Node, queries: dict[str, str], npu: Any = OWN_TEXT) -> dict[str, Probe]:
     """Round 2 of an hccn.* check: one `hccn_loop` probe per query, over the devices npu-smi
     listed (none on inference cards)."""
-    table = table_of(outputs, used)
+    table = table_of(outputs, npu)
     if is_inference(table):
         return {}
     devices = logical_devices(table, node)
@@ -72,10 +75,10 @@ class HccnRun:
 ALIKE_ON_HEALTHY_NODES = frozenset({"-link -g", "-fec -g", "-tls -g", "-net_health -g"})
 
 
-def read_hccn(outputs, queries: Mapping[str, str], used: Mapping[str, Any] | None = None) -> HccnRun:
+def read_hccn(outputs, queries: Mapping[str, str], npu: Any = OWN_TEXT) -> HccnRun:
     """Split the loops of `queries` (name -> hccn_tool arguments, a check's QUERIES); ParseError
     if one of them did not run cleanly."""
-    table = table_of(outputs, used)
+    table = table_of(outputs, npu)
     chips = {c.logical_id: (c.npu, c.chip) for c in table.chips} if table else {}
     if table is not None and table.inference:
         name = table.chips[0].name if table.chips else table.layout
@@ -146,12 +149,12 @@ def frame_findings(run: HccnRun, node: Node, missing_action: str | None = None) 
     return None
 
 
-def read_devices(outputs, used: Mapping[str, Any], queries: Mapping[str, str], name: str, what: str,
+def read_devices(outputs, npu: Any, queries: Mapping[str, str], name: str, what: str,
                  per_device: Callable[..., T], *extra: str) -> tuple[HccnRun, dict[int, T]]:
     """Parse step shared by the hccn.* checks: the run's frame, and `per_device(out, *extra_outs)`
     for every device of query `name` (`extra` names further queries whose per-device output, or
     None, is passed along). No devices when the frame already decides (skip, tool missing)."""
-    run = read_hccn(outputs, queries, used)
+    run = read_hccn(outputs, queries, npu)
     if run.skip or run.missing_tool:
         return run, {}
     per_dev = loop_devices(run, outputs, name, what)

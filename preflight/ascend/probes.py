@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from ..checkapi import CommandOutput, ParseError, Probe, Shell, cmd, sh
 from ..node import Node
@@ -183,16 +183,12 @@ def table_or_none(npu_smi_text: str | None) -> npu_smi.InfoTable | None:
         return None
 
 
-# The check whose facts are the parsed `npu-smi info` of a node (npu.idle: its Facts.table): the
-# Ascend checks that read the table declare USES = (NPU_TABLE,) and get it from the runner, parsed once.
-NPU_TABLE = "npu.idle"
-
-
-def npu_table(used: Mapping[str, Any]) -> npu_smi.InfoTable | None:
-    """The node's `npu-smi info` table from the facts a check USES, or None when npu-smi gave no
-    readable table (it failed, hung, printed something else, or was not gathered)."""
-    facts = used.get(NPU_TABLE)
-    return getattr(facts, "table", None) if not isinstance(facts, BaseException) else None
+def npu_table(npu_idle: Any) -> npu_smi.InfoTable | None:
+    """The node's `npu-smi info` table from npu.idle's facts, which the Ascend checks that read it
+    USE (parsed once a node), or None when npu-smi gave no readable table (it failed, hung,
+    printed something else: npu.idle's facts then say so or are its error) or npu.idle was not
+    gathered (None)."""
+    return None if isinstance(npu_idle, BaseException) else getattr(npu_idle, "table", None)
 
 
 def logical_devices(table: npu_smi.InfoTable | None, node: Node, mapping_text: str | None = None) -> list[int]:

@@ -13,7 +13,7 @@ from preflight.checkapi import ClusterContext, CommandOutput, Status
 from preflight.checks import hccl_ranktable as check
 from preflight.checks import hccn_ip, npu_health
 from preflight.node import Node
-from tests.checks.ascend_helpers import A2, A3, smi
+from tests.checks.ascend_helpers import A2, A3, parse, smi
 from tests.support import fixture_body, fixture_path
 
 JITTOR = "ranktable__1.0_1server_8dev__jittorinfer.json"
@@ -41,7 +41,7 @@ def ctx_for(name: str, text: str | None = None, smi_name: str = A2, mutate=None,
         n = f"n{i}"
         nodes[n] = Node(n, s["server_id"], devices=16 if smi_name == A3 else 8)
         ips = {int(d["device_id"]): hccn_ip.DeviceIp(d.get("device_ip"), "255.255.255.0") for d in s["device"]}
-        facts[n] = {check.ID: own(text), "npu.health": npu_health.parse({"npu_smi": smi(smi_name)}),
+        facts[n] = {check.ID: own(text), "npu.health": parse(npu_health, {"npu_smi": smi(smi_name)}),
                     "hccn.ip": hccn_ip.Facts(None, None, ips)}
     if mutate:
         mutate(facts)
@@ -142,7 +142,7 @@ def _superpod_spod(tweak=None):
     """What npu-smi would print on the four A3 servers of the HCCL guide's SuperPoD table."""
     doc = json.loads(fixture_path(SUPERPOD).read_text())
     pod = {s["server_id"]: p["super_pod_id"] for p in doc["super_pod_list"] for s in p["server_list"]}
-    table = npu_health.parse({"npu_smi": smi(A3)}).table
+    table = parse(npu_health, {"npu_smi": smi(A3)}).table
     chip_of = {c.logical_id: (c.npu, c.chip) for c in table.chips}
     out = {}
     for i, s in enumerate(doc["server_list"]):
@@ -246,7 +246,7 @@ def test_real_hccn_tool_output_against_a_real_table():
     re-addressed in code to the capture's addresses agrees."""
     from tests.checks.ascend_helpers import loop
     body = fixture_body("hccn_tool_-ip_-g__8dev_loop__mindcluster-fixture.txt").splitlines(keepends=True)
-    facts = hccn_ip.parse({"npu_smi": smi(A2), "ip": loop({d: "".join(body[2 * d:2 * d + 2]) for d in range(8)}),
+    facts = parse(hccn_ip, {"npu_smi": smi(A2), "ip": loop({d: "".join(body[2 * d:2 * d + 2]) for d in range(8)}),
                            hccn_ip.CONF_PROBE: CommandOutput(stdout=f"{hccn_ip.ABSENT} /etc/hccn.conf\n")})
     live = lambda f: f["n0"].update({"hccn.ip": facts})  # noqa: E731
     summary, bad = check.evaluate(ctx_for(JITTOR, mutate=live))

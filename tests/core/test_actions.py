@@ -14,7 +14,7 @@ from preflight.ascend import fault_codes
 from preflight.checks import hccn_link, npu_health
 from preflight.model import Result, Status
 from preflight.registry import ContractError, _actions, discover
-from tests.checks.ascend_helpers import loop, node, same, smi
+from tests.checks.ascend_helpers import loop, node, parse, same, smi
 from tests.support import fixture_body
 
 ALL = discover()
@@ -70,7 +70,7 @@ def test_wording_never_selects_an_action():
     problem is not graded as that problem."""
     outs = {"npu_smi": smi(), "link": loop({**{d: UP for d in range(8)}, 5: "link status: DOWN\n"}),
             "link_stat": same(STABLE)}
-    [down] = hccn_link.evaluate(hccn_link.parse(outs), hccn_link.DEFAULTS, node())
+    [down] = hccn_link.evaluate(parse(hccn_link, outs), hccn_link.DEFAULTS, node())
     assert down.action == "replace_hardware"
     reworded = replace(down, summary="device 5: the port is not up")
     r = actions.assign([Result("hccn.link", "n1", reworded.status, reworded.summary, action=reworded.action)],
@@ -79,7 +79,7 @@ def test_wording_never_selects_an_action():
     # hccn_tool's own error text that reads "link DOWN, expected UP" is still a failing tool: the
     # fallback (reset the chip), where a regex over the summary graded it as a DOWN port
     outs["link"] = loop({**{d: UP for d in range(8)}, 5: ("Error: link DOWN, expected UP\n", 1)})
-    [failed] = hccn_link.evaluate(hccn_link.parse(outs), hccn_link.DEFAULTS, node())
+    [failed] = hccn_link.evaluate(parse(hccn_link, outs), hccn_link.DEFAULTS, node())
     assert "hccn_tool failed" in failed.summary and "link DOWN, expected UP" in failed.summary
     assert failed.action is None
     assert actions.assign([Result("hccn.link", "n1", failed.status, failed.summary)],
