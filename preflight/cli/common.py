@@ -91,9 +91,13 @@ def warn_shared_addresses(inv) -> None:
 
 
 def safe_echo(text: str) -> None:
-    """Write to stdout; a closed pipe (`| head`) is not an error worth a traceback."""
+    """Write to stdout; a closed pipe (`| head`) is not an error worth a traceback. Control
+    characters (but newline and tab) are shown escaped: what `history`, `diff`, `trend` and
+    `ack --list` print comes from stored node text, and an ESC sequence in it must not reach the
+    terminal (report.nodetext; every report format is already clean)."""
+    from ..report.nodetext import clean
     try:
-        sys.stdout.write(text)
+        sys.stdout.write(clean(text))
         sys.stdout.flush()
     except BrokenPipeError:
         _stdout_gone()

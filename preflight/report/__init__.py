@@ -60,7 +60,7 @@ def render(report: "Report", fmt: str) -> str:
 
 
 def _render(report: "Report", fmt: str) -> str:
-    if fmt not in ("table", "json", "jsonl"):  # the table cleans its own; JSON escapes as JSON does
+    if fmt not in ("table", "json", "jsonl", "npd"):  # the table cleans its own, npd drops them; JSON escapes
         from . import nodetext
         report = nodetext.report(report)
     if fmt == "table":

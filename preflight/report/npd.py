@@ -18,7 +18,7 @@ MAX = 80  # NPD's default max_output_length (config/custom-plugin-monitor.json)
 # node text is data: terminal escape sequences (CSI, OSC) go whole, other control characters and
 # runs of white space become one space, so nothing reaches NPD's log or `kubectl describe` raw
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
-_CONTROL = re.compile(r"[\x00-\x20\x7f-\x9f]+")
+_CONTROL = re.compile("[\x00-\x20\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")  # and the bidi overrides
 
 
 def _clean(text: str) -> str:

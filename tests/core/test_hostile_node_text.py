@@ -167,3 +167,23 @@ def test_clean_text_is_left_as_it_is():
     from preflight.report import nodetext
     rep = hostile_report("plain words")
     assert nodetext.report(rep) is rep
+
+
+def test_stored_node_text_printed_by_diff_reaches_the_terminal_escaped(tmp_path):
+    """`preflight diff` prints stored summaries (node text): through safe_echo, never raw ESC."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from preflight.ops import history as hist
+    db = tmp_path / "h.sqlite"
+    conn = hist.open_db(db)
+    base = hostile_report("plain")
+    hist.store(conn, base)
+    hist.store(conn, hostile_report())
+    conn.close()
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-m", "preflight.cli", "diff", "--db", str(db)], capture_output=True,
+                         text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+    assert "\\x1b[2J" in res.stdout, res.stdout + res.stderr
+    _no_raw_controls(res.stdout.replace("\n", ""), "diff")
