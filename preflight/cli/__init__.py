@@ -65,6 +65,8 @@ class LazyGroup(click.Group):
 def main(ctx: click.Context) -> None:
     """Is this cluster ready to train? Checks every node of an Ascend (or NVIDIA) cluster over SSH."""
     from ..config import ConfigError, default_map, resolve
+    from . import common
+    common.PLUGIN_REFUSAL = None  # only the nagios command sets it (one process may run several, as tests do)
     try:  # config files and PREFLIGHT_* become the subcommand's defaults; its options still win
         ctx.default_map = default_map(resolve())
     except ConfigError as exc:

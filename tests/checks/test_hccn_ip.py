@@ -58,7 +58,7 @@ def test_missing_tool_and_inference_skip():
 
 def test_probes_share_npu_smi_and_read_conf():
     p = check.probes(node(), {})
-    assert p["npu_smi"].cmd == "npu-smi info" and "/etc/hccn.conf" in p["hccn_conf"].cmd
+    assert p["npu_smi"].cmd == "LC_ALL=C npu-smi info" and "/etc/hccn.conf" in p["hccn_conf"].cmd
     assert "for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15;" in followup(check, {"npu_smi": smi(A3)}, node(16), {})["ip"].cmd
 
 

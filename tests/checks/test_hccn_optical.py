@@ -63,7 +63,7 @@ def test_pod_board_skips_and_errors():
 
 
 def test_followup_asks_board_of_first_npu():
-    assert followup(check, {"npu_smi": smi()}, node(), check.DEFAULTS)["board"].cmd == "npu-smi info -t board -i 0"
+    assert followup(check, {"npu_smi": smi()}, node(), check.DEFAULTS)["board"].cmd == "LC_ALL=C npu-smi info -t board -i 0"
 
 
 def test_unreadable_board_id_is_said_not_silently_taken_as_no_pod():

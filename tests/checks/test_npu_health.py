@@ -43,7 +43,7 @@ def with_health(name, npu_row, value):
 def test_health_values(value, status):
     text = with_health(A2, "| 3     910B1               | OK    ", value)
     assert followup(check, {"npu_smi": CommandOutput(stdout=text)}, node(), {}) == {
-        "health_3_0": Probe("npu-smi info -t health -i 3 -c 0")}
+        "health_3_0": Probe("LC_ALL=C npu-smi info -t health -i 3 -c 0")}
     [f] = run({"npu_smi": CommandOutput(stdout=text)}, node())
     assert f.status is status and f.details["failed_devices"] == [3] and f.remediation
 
@@ -61,7 +61,7 @@ def test_a3_second_chip_uses_phy_id():
     text = table(A3).replace("| 6     Ascend910           | OK            | -  ",
                              "| 6     Ascend910           | Alarm         | -  ")
     assert followup(check, {"npu_smi": CommandOutput(stdout=text)}, node(16), {}) == {
-        "health_6_1": Probe("npu-smi info -t health -i 6 -c 1")}
+        "health_6_1": Probe("LC_ALL=C npu-smi info -t health -i 6 -c 1")}
     [f] = run({"npu_smi": CommandOutput(stdout=text)}, node(16))
     assert f.details["failed_devices"] == [13]
 
