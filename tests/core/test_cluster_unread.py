@@ -6,7 +6,6 @@ not read, and with none read it could not tell."""
 from __future__ import annotations
 
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,6 @@ from preflight.transport.replay import ReplayTransport
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "replay" / "ascend128"
 CHECKS = ["env.consistency", "sw.consistency"]
-
-
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("rec")
-    with tarfile.open(FIX / "outputs.tar.xz") as t:
-        t.extractall(d, filter="data")
-    return d / "rec128b"
 
 
 def emptied(recording: Path, tmp: Path, blank: set[str]) -> Path:
@@ -50,8 +41,8 @@ def rows(report, check):
     return {r.node: r for r in report.results if r.check == check}
 
 
-def test_nothing_read_is_could_not_tell_never_pass_or_fail(recording, tmp_path):
-    report = run(emptied(recording, tmp_path, {"node001", "node002", "node003"}))
+def test_nothing_read_is_could_not_tell_never_pass_or_fail(ascend128_recording, tmp_path):
+    report = run(emptied(ascend128_recording, tmp_path, {"node001", "node002", "node003"}))
     for check in CHECKS:
         got = rows(report, check)
         assert got[None].status is Status.ERROR and "could not read any node (3 unread" in got[None].summary

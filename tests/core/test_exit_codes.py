@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -53,26 +52,18 @@ def test_the_table_names_each_code_once_and_every_row_has_its_tests():
             assert name in names, f"exit {code}: {ref} does not exist"
 
 
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("rec")
-    with tarfile.open(REPLAY / "outputs.tar.xz") as t:
-        t.extractall(d, filter="data")
-    return d / "rec128b"
-
-
 def replay(recording: Path, node: str, *extra: str) -> subprocess.CompletedProcess:
     return pf("run", str(REPLAY / "inventory.yaml"), "--replay", str(recording), "--limit", node,
               "--checks", "npu.health", "--format", "json", *extra)
 
 
-def test_0_ready(recording):
-    r = replay(recording, "node001")
+def test_0_ready(ascend128_recording):
+    r = replay(ascend128_recording, "node001")
     assert r.returncode == 0, r.stderr
 
 
-def test_1_not_ready(recording):
-    r = replay(recording, "node042")  # the recording's NPU in Alarm
+def test_1_not_ready(ascend128_recording):
+    r = replay(ascend128_recording, "node042")  # the recording's NPU in Alarm
     assert r.returncode == 1, r.stderr
 
 
@@ -85,7 +76,7 @@ def test_2_a_record_dir_that_cannot_be_made(tmp_path):
     assert r.stderr.strip() == f"preflight: --record {tmp_path}/file/rec: cannot create directory: Not a directory"
 
 
-def test_3_a_checks_own_bug_is_could_not_tell(recording, monkeypatch):
+def test_3_a_checks_own_bug_is_could_not_tell(ascend128_recording, monkeypatch):
     """An exception in a check's evaluate is that check's `error` (it could not tell: 3), on that
     node only; exit 4 is kept for preflight's own core."""
     import json
@@ -99,7 +90,7 @@ def test_3_a_checks_own_bug_is_could_not_tell(recording, monkeypatch):
         raise ZeroDivisionError("a bug in the check")
 
     monkeypatch.setattr(npu_health, "evaluate", broken)
-    r = CliRunner().invoke(main, ["run", str(REPLAY / "inventory.yaml"), "--replay", str(recording), "--limit",
+    r = CliRunner().invoke(main, ["run", str(REPLAY / "inventory.yaml"), "--replay", str(ascend128_recording), "--limit",
                                   "node001", "--checks", "npu.health", "--format", "json"])
     assert r.exit_code == 3, r.output
     doc = json.loads(r.stdout)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tarfile
 from pathlib import Path
 
 import jsonschema
@@ -18,14 +17,6 @@ REPLAY = ROOT / "tests" / "fixtures" / "replay" / "ascend128"
 SCHEMA = json.loads((ROOT / "docs/report.schema.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("rec")
-    with tarfile.open(REPLAY / "outputs.tar.xz") as t:
-        t.extractall(d, filter="data")
-    return d / "rec128b"
-
-
 def run_json(recording: Path, cfg_home: Path) -> dict:
     r = pf("run", str(REPLAY / "inventory.yaml"), "--replay", str(recording), "--limit", "node[001-003]",
            "--checks", "npu.health,hccn.link", "--format", "json", env={"XDG_CONFIG_HOME": str(cfg_home)})
@@ -33,10 +24,10 @@ def run_json(recording: Path, cfg_home: Path) -> dict:
     return json.loads(r.stdout)
 
 
-def test_the_report_says_what_produced_it(recording, tmp_path):
+def test_the_report_says_what_produced_it(ascend128_recording, tmp_path):
     (tmp_path / "preflight").mkdir()
     (tmp_path / "preflight" / "config.yaml").write_text("forks: 7\n")
-    doc = run_json(recording, tmp_path)
+    doc = run_json(ascend128_recording, tmp_path)
     jsonschema.validate(doc, SCHEMA)
     cfg = doc["config"]
     assert cfg["command"] == "run"
@@ -46,5 +37,5 @@ def test_the_report_says_what_produced_it(recording, tmp_path):
     assert set(cfg["checks"]) >= {"npu.health", "hccn.link"}
     source = (ROOT / "checks" / "hccn_link.py").read_bytes()
     assert cfg["checks"]["hccn.link"] == hashlib.sha256(source).hexdigest()[:16]
-    again = run_json(recording, tmp_path)
+    again = run_json(ascend128_recording, tmp_path)
     assert again["config"] == cfg and again["run_id"] != doc["run_id"]

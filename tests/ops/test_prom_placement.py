@@ -5,7 +5,6 @@ would be scraped half-written)."""
 from __future__ import annotations
 
 import os
-import tarfile
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -16,9 +15,7 @@ from preflight.cli import main
 REPLAY = Path(__file__).resolve().parents[1] / "fixtures" / "replay" / "ascend128"
 
 
-def test_prom_temp_file_is_beside_the_target_and_never_named_prom(tmp_path, monkeypatch):
-    with tarfile.open(REPLAY / "outputs.tar.xz") as t:
-        t.extractall(tmp_path, filter="data")
+def test_prom_temp_file_is_beside_the_target_and_never_named_prom(tmp_path, monkeypatch, ascend128_recording):
     textfile = tmp_path / "textfile"
     textfile.mkdir()
     renames = []
@@ -33,7 +30,7 @@ def test_prom_temp_file_is_beside_the_target_and_never_named_prom(tmp_path, monk
 
     monkeypatch.setattr(atomic.os, "replace", spy)
     target = textfile / "preflight.prom"
-    r = CliRunner().invoke(main, ["run", str(REPLAY / "inventory.yaml"), "--replay", str(tmp_path / "rec128b"),
+    r = CliRunner().invoke(main, ["run", str(REPLAY / "inventory.yaml"), "--replay", str(ascend128_recording),
                                   "--limit", "node001", "--checks", "npu.health", "--quiet",
                                   "--prom-output", str(target)])
     assert r.exit_code == 0, r.output
