@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import jsonschema
-import pytest
 
 from tests.core.test_cli import pf
 
