@@ -10,6 +10,7 @@ can. Each secret carries a random fragment no quoting changes; none may appear.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -43,22 +44,35 @@ def poll_cmdlines(stop: threading.Event, seen: list[bytes]) -> None:
                     continue
 
 
-def test_no_secret_in_any_command_line_during_a_run(sim_cluster, tmp_path):
-    tag = secrets.token_hex(10)
-    doc = yaml.safe_load(Path(sim_cluster.inventory_path).read_text())
-    doc["defaults"].setdefault("env", {}).update(shapes(tag))
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(yaml.safe_dump(doc, sort_keys=False))
+@contextlib.contextmanager
+def cmdlines_seen():
+    """Every process's command line read as fast as a thread can while the block runs."""
     stop, seen = threading.Event(), []
     poller = threading.Thread(target=poll_cmdlines, args=(stop, seen), daemon=True)
     poller.start()
     try:
-        env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DEBUG"}
-        res = subprocess.run(["preflight", "run", str(inv), "--checks", "env,sw,cann.env,npu.health,storage.disk",
-                              "--format", "json"], capture_output=True, text=True, timeout=300, env=env)
+        yield seen
     finally:
         stop.set()
         poller.join(10)
+
+
+def with_secrets(inventory_path: str, tmp_path: Path, tag: str) -> Path:
+    """A copy of the inventory whose defaults' env carries every secret shape, marked by `tag`."""
+    doc = yaml.safe_load(Path(inventory_path).read_text())
+    doc.setdefault("defaults", {}).setdefault("env", {}).update(shapes(tag))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return inv
+
+
+def test_no_secret_in_any_command_line_during_a_run(sim_cluster, tmp_path):
+    tag = secrets.token_hex(10)
+    inv = with_secrets(sim_cluster.inventory_path, tmp_path, tag)
+    with cmdlines_seen() as seen:
+        env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DEBUG"}
+        res = subprocess.run(["preflight", "run", str(inv), "--checks", "env,sw,cann.env,npu.health,storage.disk",
+                              "--format", "json"], capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode in (0, 1), res.stderr
     assert any(c.startswith(b"timeout\0-k\0") for c in seen), "the poller saw no probe of the nodes"
     leaked = sorted({c.replace(b"\0", b" ")[:160].decode(errors="replace") for c in seen if tag.encode() in c

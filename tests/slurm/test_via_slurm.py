@@ -240,22 +240,13 @@ def test_no_secret_in_any_command_line_through_srun(slurm_cluster, tmp_path):
     launch environment's env values) come on its stdin and each probe through a file; a thread
     reads every process's cmdline during the run (the sim's nodes are this host's processes)."""
     import secrets as _secrets
-    from tests.integration.test_secrets_cmdline import poll_cmdlines, shapes
+    from tests.integration.test_secrets_cmdline import cmdlines_seen, with_secrets
 
     tag = _secrets.token_hex(10)
-    doc = yaml.safe_load(Path(slurm_cluster.inventory_path).read_text())
-    doc.setdefault("defaults", {}).setdefault("env", {}).update(shapes(tag))
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(yaml.safe_dump(doc, sort_keys=False))
-    stop, seen = threading.Event(), []
-    poller = threading.Thread(target=poll_cmdlines, args=(stop, seen), daemon=True)
-    poller.start()
-    try:
+    inv = with_secrets(slurm_cluster.inventory_path, tmp_path, tag)
+    with cmdlines_seen() as seen:
         rc, rep, err = _run(slurm_cluster, tmp_path, "--checks", "env,sw,cann.env", "--limit", "node[01-04]",
                             inventory=inv)
-    finally:
-        stop.set()
-        poller.join(10)
     assert rc in (0, 1), err
     assert {n["state"] for n in rep["nodes"]} == {"ok"}
     assert any(c.startswith(b"timeout\0-k\0") for c in seen), "the poller saw no probe of the nodes"
