@@ -13,16 +13,17 @@ from __future__ import annotations
 import re
 
 from ..model import NodeStateKind, Report, Status
+from ..transport.clean import clean
 
 MAX = 80  # NPD's default max_output_length (config/custom-plugin-monitor.json)
-# node text is data: terminal escape sequences (CSI, OSC) go whole, other control characters and
-# runs of white space become one space, so nothing reaches NPD's log or `kubectl describe` raw
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
-_CONTROL = re.compile("[\x00-\x20\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")  # and the bidi overrides
+# node text is data: escape sequences go whole (the transport's own rule, transport/clean.py), the
+# control characters it keeps (TAB, LF, CR, NUL), bidi overrides and runs of white space become one
+# space, so nothing reaches NPD's log or `kubectl describe` raw
+_SPACE = re.compile("[\x00-\x20\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")
 
 
 def _clean(text: str) -> str:
-    return _CONTROL.sub(" ", _ESCAPES.sub("", text)).strip()
+    return _SPACE.sub(" ", clean(text)).strip()
 
 
 def line(report: Report) -> str:
