@@ -1003,10 +1003,15 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
         details["metrics"] = _whole_metrics(whole)
     out: list[Finding] = [_culprit_finding(c, runs, policy) for c in v.culprits.values()]
     for n in v.unresolved:
+        groups = {"groups": [_group_row(g, gr) for g, gr in zip(flat, graded) if n in g.members]}
+        if n in v.unjudged:  # nothing points at it: its groups were explained by a culprit, or lost
+            out.append(Finding(Status.ERROR, f"not judged within {len(runs)} round(s): its groups failed because of "
+                               f"another node, or their outcome was lost with a connection; run again",
+                               groups, R_MISSING, node=n))
+            continue
         out.append(Finding(Status.FAIL, f"suspect, not isolated within {len(runs)} round(s): it was in failing or slow "
                            f"groups that no round could split further (no proven-good node to test it beside)",
-                           {"groups": [_group_row(g, gr) for g, gr in zip(flat, graded) if n in g.members]},
-                           R_WAIT, node=n))
+                           groups, R_WAIT, node=n))
     bad_whole = whole_graded.outcome != isolate.OK
     if not out and not v.unexplained:
         bws = [g.result.busbw for g in graded[1:] if g.result.busbw is not None]

@@ -101,6 +101,8 @@ class Verdict:
     unresolved: list[str]  # suspects the rounds could not clear or convict
     unexplained: list[Graded]  # failed tests with no culprit among their members (intermittent, or an interaction)
     rounds: int
+    unjudged: list[str] = field(default_factory=list)  # of `unresolved`, those no evidence points at (only
+    # in groups a culprit explains, or whose outcomes were lost): not judged, rather than suspect
 
 
 def grade(results: Round, policy: Policy) -> tuple[list[str], float | None]:
@@ -292,6 +294,8 @@ def verdict(nodes: Sequence[str], history: Sequence[Round], policy: Policy = Pol
     st = _state(history, policy)
     pools, unknown = _suspects(st)
     unresolved = {n for p in pools for n in p} | unknown
+    untested = {n for n in nodes if n not in st.correct and n not in st.culprits and n not in unresolved}
+    unresolved |= untested
     explained = set(st.culprits)
     # A failed test whose members were all proven later is unexplained (intermittent, or between
     # nodes the halving separated). A slow one is noise that did not reproduce: not a finding.
@@ -301,7 +305,8 @@ def verdict(nodes: Sequence[str], history: Sequence[Round], policy: Policy = Pol
     return Verdict(culprits=dict(sorted(st.culprits.items(), key=lambda kv: order.get(kv[0], 0))),
                    good=[n for n in nodes if n in st.correct and n not in unresolved and n not in st.culprits],
                    unresolved=sorted(unresolved - set(st.culprits), key=order.get),
-                   unexplained=unexplained, rounds=len(history))
+                   unexplained=unexplained, rounds=len(history),
+                   unjudged=sorted((unknown | untested) - set(st.culprits), key=order.get))
 
 
 def round_bound(n: int) -> int:

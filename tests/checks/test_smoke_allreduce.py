@@ -480,3 +480,23 @@ def test_all_mode_a_lost_connection_is_no_evidence_against_the_node():
     assert list(rows) == ["n2"], head.summary  # n5 not blamed for the lost connection
     assert head.details["lost"] == [{"round": 1, "nodes": ["n5"]}] and "was lost mid-round" in head.summary
     assert sum(1 for g in head.details["groups"] if len(g["members"]) == 8) == 2  # the whole ran again
+
+
+def test_all_mode_nodes_nothing_points_at_are_not_judged_rather_than_blamed():
+    """Seen on the loaded test machine: n4 has no torch, and every later round loses its
+    connections. n4 is blamed; the others, whose round-1 failure n4 explains, are not judged (error),
+    never failed."""
+    c = all_ctx(6)
+
+    def fleet(nodes, cfg):
+        if len(nodes) < 6:
+            return CommandOutput(rc=None, error="connection lost: SSH session not active")
+        if cfg["node"] == "n4":
+            return out(None, stderr=NO_TORCH, rc=1)
+        return err(cfg["rank"], cfg["node"], "store", ["DistStoreError: wait timeout after 6000ms"])
+
+    findings = drive(c, fleet)
+    rows = {f.node: f for f in findings[1:]}
+    assert rows["n4"].status is Status.FAIL and rows["n4"].details["why"] == "local"
+    assert {n: f.status for n, f in rows.items() if n != "n4"} == {f"n{i}": Status.ERROR for i in (0, 1, 2, 3, 5)}
+    assert "not judged" in rows["n0"].summary
