@@ -89,7 +89,6 @@ class Cells(HTMLParser):
             self.panel_text.append(data)
 
 
-@pytest.mark.skip(reason="the ascend128 recording predates env.comm's new ip/launch-environment probe texts: re-make it with tests/fixtures/replay/make_ascend128.py")
 def test_the_report_holds_the_injected_faults(page):
     report, _ = page
     assert len(report.nodes) == 128
@@ -108,7 +107,6 @@ def test_page_is_self_contained(page):
 
 
 @needs_chromium
-@pytest.mark.skip(reason="the ascend128 recording predates env.comm's new ip/launch-environment probe texts: re-make it with tests/fixtures/replay/make_ascend128.py")
 def test_renders_with_failing_cells_and_opens_a_cell(page, tmp_path):
     report, path = page
     r = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
