@@ -97,7 +97,7 @@ def test_the_whole_script_against_the_simulated_tools(tmp_path):
     assert r["gpu.health"]["status"] == "pass" and r["gpu.idle"]["status"] == "pass"
     assert r["gpu.topology"]["status"] == "fail" and r["gpu.topology"]["details"]["failed_devices"] == [4]
     assert r["ib.link"]["status"] == "pass"
-    assert (out / "captures" / "nvidia_smi_topo.cmd").read_text() == "nvidia-smi topo -m\n"
+    assert (out / "captures" / "nvidia_smi_topo.cmd").read_text() == "LC_ALL=C nvidia-smi topo -m\n"  # vendor tools under the C locale
     fx = sorted(x.name for x in (out / "fixtures").iterdir())
     assert any(n.startswith("nvidia-smi_topo_-m__H100-80GB-HBM3_8gpu__capture-") for n in fx), fx
     topo = next((out / "fixtures").glob("nvidia-smi_topo_-m__*"))
