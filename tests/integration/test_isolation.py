@@ -34,8 +34,11 @@ pytestmark = [requires_netns,
 SIM_SPEC = {"nodes": 8}
 SIM_MODE = "netns"
 N = 8
+# slow_fraction for this test bed's fabric (docs/ISOLATION.md §4): 8 gloo ranks on 2 shared cores
+# put healthy groups as low as 0.22x their round's median (the default 0.3 is for a real fabric,
+# where healthy groups agree within a few percent); a 50 mbit/s link is at 0.04x or less.
 PARAMS = {"mode": "all", "size_mib": 2, "iters": 3, "warmup": 1, "rendezvous_timeout_s": 30,
-          "run_timeout_s": 60, "startup_s": 40}
+          "run_timeout_s": 60, "startup_s": 40, "slow_fraction": 0.8}
 
 
 def run_all(cluster, tmp_path: Path, params=None, deadline=None):
@@ -168,7 +171,7 @@ def test_throttled_node_is_found_slow_with_figures(sim_cluster, tmp_path, fault)
     head, rows, _, used = run_all(sim_cluster, tmp_path)
     assert blamed(head, rows) == [bad], head.summary
     d = rows[bad].details
-    assert d["why"] == "slow" and d["measured_gbps"] < 0.7 * d["expected_gbps"]
+    assert d["why"] == "slow" and d["measured_gbps"] < 0.2 * d["expected_gbps"]
     assert head.details["rounds"] <= isolate.round_bound(N) or head.details.get("lost")
     assert wait_clean(sim_cluster, used) == []
 
