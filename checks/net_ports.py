@@ -84,7 +84,7 @@ class Planned:
         return f"{self.label} {self.lo}" + (f"-{self.hi}" if self.hi != self.lo else "")
 
 
-def plan(facts: Facts, params, node) -> tuple[list[Planned], list[str]]:
+def ports_to_bind(facts: Facts, params, node) -> tuple[list[Planned], list[str]]:
     """The ports this node will bind -> (plan, problems reading it). Values were validated by env.comm;
     unreadable ones are left out here and reported there."""
     env, out, bad = facts.comm.env, [], []
@@ -152,7 +152,7 @@ def _ephemeral(planned: list[Planned], facts: Facts, params) -> list[tuple[Statu
 
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
-    planned, bad = plan(facts, params, node)
+    planned, bad = ports_to_bind(facts, params, node)
     collisions = _collisions(planned, facts)
     problems = collisions + _overlap(planned) + _ephemeral(planned, facts, params)
     problems += [(Status.FAIL, b, "fix the net.ports parameters in the inventory") for b in bad]

@@ -162,7 +162,7 @@ def derive(inv, facts: Mapping[str, Mapping[str, Any]], report: Report) -> list[
                 for n in nodes if comm_facts[n.name].comm(backend_of[n.name]).ip is None]
     ports: net_ports.Facts = facts[master.name][net_ports.ID]
     params = master.check_params(net_ports.ID, net_ports.DEFAULTS)
-    planned, _ = net_ports.plan(ports, params, master)
+    planned, _ = net_ports.ports_to_bind(ports, params, master)
     hccl_ranges = [(p.lo, p.hi) for p in planned if p.label.startswith("HCCL")]
     wanted = job.get("master_port")
     args = ([ls.port for ls in ports.listeners], hccl_ranges, ports.sysctl.ephemeral if ports.sysctl else None)

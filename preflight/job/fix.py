@@ -223,7 +223,7 @@ def plan_node(node, comm: env_comm.Facts, ports: net_ports.Facts | None, files: 
                               _replace_file(holder, new, old)))
     if ports is not None and ports.sysctl is not None and RESERVED in files:
         nparams = node.check_params(net_ports.ID, net_ports.DEFAULTS)
-        planned, _ = net_ports.plan(ports, nparams, node)
+        planned, _ = net_ports.ports_to_bind(ports, nparams, node)
         exposed = [p for p in planned if p.label.startswith("HCCL")
                    and any(ports.sysctl.is_ephemeral(x) and not ports.sysctl.is_reserved(x) for x in range(p.lo, p.hi + 1))]
         old_text = (files[RESERVED] or b"").decode(errors="replace").strip()
