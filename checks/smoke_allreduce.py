@@ -39,7 +39,8 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
 - `mode: all`: one all-reduce across every selected node (one backend), one rank per node
   (`ranks_per_node: devices`: one per NPU/GPU, each seeing only its own device through
   ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES), every element of the result checked exactly
-  (rank r contributes (r+1)(1 + i mod 4) in fp32). When it fails, hangs or is slow, adaptive group
+  (rank r contributes (1 + r mod 16)(1 + i mod 4) in fp32, exact up to 493,450 ranks; a larger
+  selection is refused). When it fails, hangs or is slow, adaptive group
   testing finds the culprits (preflight/smoke/isolate.py, docs/ISOLATION.md): the suspects are
   split into groups run in parallel, failing groups split again, each suspect confirmed beside
   nodes already proven good; slow = busbw under the round's median by more than `slow_fraction`
@@ -74,7 +75,7 @@ from preflight.ascend import hccl_errors
 from preflight.checkapi import (Policy, Choice, ClusterContext, CommandOutput, Finding, Metric, Probe, Status, cmd, passed, sh,
                                 skipped)
 from preflight.checkhelpers import Shell, first_line, graded, seq, worst
-from preflight.smoke import isolate, worker_source
+from preflight.smoke import allreduce_worker as worker, isolate, worker_source
 
 ID = "smoke.allreduce"
 SCOPE = "cluster"
@@ -878,7 +879,20 @@ def all_history(ctx: ClusterContext, nodes: list[str]) -> list[list[GroupRun]]:
         runs.append(rnd)
 
 
+def world_problem(ctx: ClusterContext, nodes: list[str]) -> str | None:
+    """Why the whole selection cannot be checked exactly: its ranks' fp32 sum would pass 2**24
+    (allreduce_worker.MAX_EXACT_WORLD ranks), where a healthy collective could read as a wrong sum."""
+    world = sum(_ranks_of(ctx, n) for n in nodes)
+    if world <= worker.MAX_EXACT_WORLD:
+        return None
+    return (f"smoke.allreduce mode all: {len(nodes)} nodes make {world} ranks, past the {worker.MAX_EXACT_WORLD} "
+            f"whose fp32 sum of the known pattern is exact (a healthy collective could read as a wrong sum); "
+            f"not run: select fewer nodes with `nodes:`" + (" or use ranks_per_node: node" if _per_device(ctx) else ""))
+
+
 def _plan_all(ctx: ClusterContext, nodes: list[str]) -> dict[str, dict[str, Probe]]:
+    if world_problem(ctx, nodes):
+        return {}
     runs = all_history(ctx, nodes)
     spent = sum(max((g.duration_s for g in rnd), default=0.0) for rnd in runs)
     timeout = probe_timeout(ctx.params)
@@ -980,6 +994,9 @@ def _whole_metrics(g: GroupRun) -> list[dict[str, Any]]:
 
 
 def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
+    too_big = world_problem(ctx, nodes)
+    if too_big:
+        return [Finding(Status.ERROR, too_big, {"nodes": len(nodes), "max_ranks": worker.MAX_EXACT_WORLD})]
     runs = all_history(ctx, nodes)
     if not runs:
         return [Finding(Status.ERROR, "no rank ran (the run was cut off, or the plan did not reach the nodes)")]

@@ -19,11 +19,54 @@ import time
 import traceback
 
 MARK = "pf_smoke"
-_real_stdout = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)  # whatever torch or a library prints goes to stderr; stdout carries our line only
+_out = [sys.stdout]  # the real stdout once take_stdout() ran (the worker's own line goes there only)
 _lock = threading.Lock()
 _printed = [False]
 state = {"phase": "start"}
+
+# The known pattern, fp32: element i of rank r is (1 + r % RANK_PERIOD) * (1 + i % 4). Every partial
+# sum of a sum all-reduce is then an integer no larger than the full sum, 4 * rank_sum(world) at
+# most, so the result is exact in fp32 as long as that stays within 2**24 (integers up to 2**24 are
+# exact in fp32, whatever order the library adds them in): up to MAX_EXACT_WORLD (493,450) ranks.
+# (r+1) instead of (1 + r % 16) would pass 2**24 at about 2,900 ranks: 256 nodes x 16 NPUs is 4,096.
+# HCCL verifies a bf16 sum only up to 63 ranks, fp16 up to 511, which is why the pattern is fp32.
+# The period in i catches a shifted or misplaced chunk that a constant fill would not. Each rank
+# checks every element itself, so a wrong element still names the rank (and node) that saw it.
+RANK_PERIOD = 16
+FP32_EXACT = 1 << 24
+
+
+def contribution(rank):
+    """What rank `rank` contributes, times (1 + i % 4) at element i."""
+    return 1 + rank % RANK_PERIOD
+
+
+def rank_sum(world):
+    """The sum of every rank's contribution: element i of the result is rank_sum(world) * (1 + i % 4)."""
+    q, m = divmod(int(world), RANK_PERIOD)
+    return q * RANK_PERIOD * (RANK_PERIOD + 1) // 2 + m * (m + 1) // 2
+
+
+def exact_in_fp32(world):
+    """Whether every partial sum of the pattern over `world` ranks is exact in fp32."""
+    return 4 * rank_sum(world) <= FP32_EXACT
+
+
+def _max_exact_world():
+    lo, hi = 1, FP32_EXACT
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if exact_in_fp32(mid) else (lo, mid - 1)
+    return lo
+
+
+MAX_EXACT_WORLD = _max_exact_world()
+
+
+def take_stdout():
+    """Keep the real stdout for the one JSON line; whatever torch or a library prints goes to stderr."""
+    _out[0] = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
 
 
 def emit(record):
@@ -32,8 +75,8 @@ def emit(record):
         if _printed[0]:
             return
         _printed[0] = True
-        _real_stdout.write(json.dumps(record, sort_keys=True) + "\n")
-        _real_stdout.flush()
+        _out[0].write(json.dumps(record, sort_keys=True) + "\n")
+        _out[0].flush()
 
 
 def error_record(cfg, phase, text, kind="error"):
@@ -92,6 +135,9 @@ def main():
     rdv = float(cfg.get("timeout_s", 60))
     run_s = float(cfg.get("run_timeout_s", 60))
     parent_watch()
+    if not exact_in_fp32(world):  # the check refuses such a plan; this is the rank's own guard
+        raise RuntimeError("a world of %d ranks is past the %d whose fp32 sum of the known pattern is exact"
+                           % (world, MAX_EXACT_WORLD))
     if cfg.get("visible_device") is not None:  # one rank per NPU/GPU: this rank sees only its own
         os.environ["ASCEND_RT_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"] = str(cfg["visible_device"])
     state["phase"] = "import"
@@ -133,14 +179,10 @@ def main():
     dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                             timeout=timeout)  # the watchdog bounds the run phase
     numel = max(1, int(float(cfg.get("size_mib", 64)) * (1 << 20)) // 4)
-    fill = float(rank + 1)
-    # The known pattern, fp32: element i of rank r is (r+1) * (1 + i % 4), so the sum is
-    # world*(world+1)/2 * (1 + i % 4), exact in fp32 up to ~2,900 ranks (HCCL verifies a bf16 sum
-    # only up to 63 ranks, fp16 up to 511). The period catches a shifted or misplaced chunk that a
-    # constant fill would not.
+    fill = float(contribution(rank))  # the known pattern (see RANK_PERIOD)
     unit = (torch.arange(numel, dtype=torch.float32) % 4 + 1).to(device)
     pattern = unit * fill
-    expected = world * (world + 1) / 2.0
+    expected = float(rank_sum(world))
     t = torch.empty(numel, dtype=torch.float32, device=device)
     state["phase"] = "warmup"
     for _ in range(max(1, int(cfg.get("warmup", 2)))):
@@ -204,6 +246,7 @@ def main():
 
 T0 = time.time()
 if __name__ == "__main__":
+    take_stdout()
     try:
         main()
         code = 0 if _printed[0] else 1

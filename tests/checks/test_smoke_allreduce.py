@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from preflight.smoke import allreduce_worker as W
 from preflight.checks import smoke_allreduce as S
 from preflight.checkapi import ClusterContext, CommandOutput, Status
 from preflight import launchenv
@@ -359,7 +360,7 @@ def test_naming_an_ascend_and_an_nvidia_node_is_refused():
 def _rank_line(cfg, wrong=False, bw=1.0, hang=False):
     """A worker's line in the worker's own shape (the fields of OK0, recorded from a gloo run)."""
     world, rank = cfg["world"], cfg["rank"]
-    exp = world * (world + 1) / 2
+    exp = float(W.rank_sum(world))
     if hang:
         return err(rank, cfg["node"], "timed", ["no progress in phase timed after 31s (rank %d hung)" % rank], kind="hang")
     rec = {**OK0, "rank": rank, "node": cfg["node"], "world": world, "expected": exp, "got": [exp, exp],
@@ -500,3 +501,46 @@ def test_all_mode_nodes_nothing_points_at_are_not_judged_rather_than_blamed():
     assert rows["n4"].status is Status.FAIL and rows["n4"].details["why"] == "local"
     assert {n: f.status for n, f in rows.items() if n != "n4"} == {f"n{i}": Status.ERROR for i in (0, 1, 2, 3, 5)}
     assert "not judged" in rows["n0"].summary
+
+
+# ---------------------------------------------------------------- mode all: the fp32 pattern stays exact
+
+def _fp32_running_sum(values):
+    """Add `values` one by one in fp32 (array 'f' rounds every stored sum to fp32): the worst order
+    for rounding, as a ring or tree all-reduce would add them at some point."""
+    from array import array
+    acc = array("f", [0.0])
+    for v in values:
+        acc[0] += v
+    return acc[0]
+
+
+def test_pattern_sum_is_exact_in_fp32_up_to_the_limit_and_the_old_one_was_not():
+
+    assert W.MAX_EXACT_WORLD > 100_000 and W.exact_in_fp32(W.MAX_EXACT_WORLD) and not W.exact_in_fp32(W.MAX_EXACT_WORLD + 1)
+    world = W.MAX_EXACT_WORLD
+    for factor in (3, 4):  # element i's factor 1 + i % 4
+        assert _fp32_running_sum(W.contribution(r) * factor for r in range(world)) == W.rank_sum(world) * factor
+    # (r+1) per rank, the pattern before: 256 nodes x 16 NPUs already read as a wrong sum
+    assert _fp32_running_sum((r + 1) * 3 for r in range(4096)) != 3 * 4096 * 4097 // 2
+    assert [W.contribution(r) for r in (0, 1, 15, 16)] == [1, 2, 16, 1] and W.rank_sum(2) == 3
+
+
+def _devices_ctx(n, devices, **params):
+    c = all_ctx(n, ranks_per_node="devices", **params)
+    return ClusterContext(nodes={k: dataclasses.replace(x, devices=devices) for k, x in c.nodes.items()},
+                          facts=c.facts, params=c.params, planned={})
+
+
+def test_all_mode_refuses_a_world_past_the_exact_fp32_limit():
+
+    big = _devices_ctx(2, W.MAX_EXACT_WORLD // 2 + 1)
+    assert S.plan(big) == {}
+    (f,) = S.evaluate(big)
+    assert f.status is Status.ERROR and f"past the {W.MAX_EXACT_WORLD}" in f.summary and "ranks_per_node: node" in f.summary
+    # 256 nodes x 16 devices (4,096 ranks, past the old pattern's limit) runs, every rank's config in it
+    fleet = _devices_ctx(256, 16)
+    p = S.plan(fleet)
+    cfgs = [config_of(ln) for probes in p.values() for pr in probes.values()
+            for ln in pr.cmd.splitlines() if ln.startswith('PF_SMOKE_DIR="$d" ')]
+    assert len(cfgs) == 4096 and {c["world"] for c in cfgs} == {4096}
