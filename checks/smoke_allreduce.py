@@ -38,7 +38,8 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
   names the bad node when neither side's error does.
 - `mode: all`: one all-reduce across every selected node (one backend), one rank per node
   (`ranks_per_node: devices`: one per NPU/GPU, each seeing only its own device through
-  ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES), every element of the result checked exactly
+  ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES: the i-th entry of the list the launch
+  environment set, else i), every element of the result checked exactly
   (rank r contributes (1 + r mod 16)(1 + i mod 4) in fp32, exact up to 493,450 ranks; a larger
   selection is refused). When it fails, hangs or is slow, adaptive group
   testing finds the culprits (preflight/smoke/isolate.py, docs/ISOLATION.md): the suspects are
@@ -152,6 +153,9 @@ R_PYTHON = "the inventory's `python` is not runnable in the launch environment: 
 R_NPU = ("torch_npu or the NPUs are not usable here: source set_env.sh in the launch environment (env_files), "
          "install the torch_npu that matches torch, check npu-smi info")
 R_CUDA = "CUDA is not usable here: check nvidia-smi, CUDA_VISIBLE_DEVICES and the torch build (torch.version.cuda)"
+R_VISIBLE = ("the launch environment's ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES lists fewer devices than "
+             "the inventory's `devices` for this node (ranks_per_node: devices starts one rank per device): make "
+             "the two agree")
 R_BACKEND = ("the nodes would use different backends: install torch_npu/CUDA identically on every node, or set "
              "this check's `backend:` explicitly")
 R_SUM = ("the all_reduce completed with a wrong result: suspect the device or the fabric (run npu.health, "
@@ -169,6 +173,7 @@ _BEFORE_HCCL: list[tuple[re.Pattern[str], Diagnosis]] = [
      Diagnosis("npu", True, R_NPU)),
     (re.compile(r"No module named '?torch\b", re.I), Diagnosis("no_torch", True, R_TORCH)),
     (re.compile(r"CUDA is not available", re.I), Diagnosis("cuda", True, R_CUDA)),
+    (re.compile(r"visible devices: \w+=\S* lists only", re.I), Diagnosis("visible_devices", True, R_VISIBLE)),
     (re.compile(r"ranks picked different backends", re.I), Diagnosis("backend_mismatch", False, R_BACKEND)),
 ]
 _AFTER_HCCL: list[tuple[re.Pattern[str], Diagnosis]] = [
@@ -630,7 +635,7 @@ def _metrics(pr: PairResult) -> list[dict[str, Any]]:
 def _rank_detail(r: RankResult) -> dict[str, Any]:
     d: dict[str, Any] = {"node": r.node, "rank": r.rank, "ok": r.ok, "phase": r.phase}
     for k in ("backend", "busbw_gbps", "algbw_gbps", "latency_ms", "time_ms", "size_bytes", "got", "expected",
-              "elapsed_s", "torch"):
+              "elapsed_s", "torch", "visible_devices"):
         if k in r.record:
             d[k] = r.record[k]
     if not r.ok:
@@ -777,7 +782,8 @@ def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Ma
 ALL_PREFIX = "smoke-all"
 # A rank's own setup broke (blamed without a collective): the local rules above and HCCL's table
 # (hccl_ifname, port_in_use, hccl_env); not GENERIC, which is local only for want of a better guess.
-LOCAL_KINDS = frozenset({"no_torch", "no_python", "port_in_use", "ifname", "npu", "cuda", "hccl_ifname", "hccl_env"})
+LOCAL_KINDS = frozenset({"no_torch", "no_python", "port_in_use", "ifname", "npu", "cuda", "visible_devices",
+                         "hccl_ifname", "hccl_env"})
 
 
 def all_probe_name(round_no: int, group: int, node: str) -> str:

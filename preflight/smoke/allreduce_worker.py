@@ -63,6 +63,26 @@ def _max_exact_world():
 MAX_EXACT_WORLD = _max_exact_world()
 
 
+VISIBLE_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def visible_devices(env, index):
+    """What a rank of `ranks_per_node: devices` sets so that it sees only its own device: for each of
+    VISIBLE_VARS, the index-th entry of the list the launch environment already set (the job's own
+    devices: ASCEND_RT_VISIBLE_DEVICES=8,9,10,11 gives local rank 1 device 9), else the bare index."""
+    out = {}
+    for var in VISIBLE_VARS:
+        listed = [x.strip() for x in str(env.get(var) or "").split(",") if x.strip()]
+        if not listed:
+            out[var] = str(index)
+        elif index < len(listed):
+            out[var] = listed[index]
+        else:
+            raise RuntimeError("visible devices: %s=%s lists only %d device(s), and this node runs a rank for "
+                               "device %d" % (var, env.get(var), len(listed), index + 1))
+    return out
+
+
 def take_stdout():
     """Keep the real stdout for the one JSON line; whatever torch or a library prints goes to stderr."""
     _out[0] = os.fdopen(os.dup(1), "w")
@@ -139,7 +159,8 @@ def main():
         raise RuntimeError("a world of %d ranks is past the %d whose fp32 sum of the known pattern is exact"
                            % (world, MAX_EXACT_WORLD))
     if cfg.get("visible_device") is not None:  # one rank per NPU/GPU: this rank sees only its own
-        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"] = str(cfg["visible_device"])
+        state["visible_devices"] = visible_devices(os.environ, int(cfg["visible_device"]))
+        os.environ.update(state["visible_devices"])
     state["phase"] = "import"
     import datetime
     import torch
@@ -230,7 +251,7 @@ def main():
               "algbw_gbps": round(algbw, 4), "busbw_gbps": round(busbw, 4),
               "latency_ms": round(sorted(lat)[len(lat) // 2] * 1e3, 4),
               "torch": getattr(torch, "__version__", ""), "pid": os.getpid(),
-              "hccl_buffsize_mb": state.get("hccl_buffsize_mb"),
+              "hccl_buffsize_mb": state.get("hccl_buffsize_mb"), "visible_devices": state.get("visible_devices"),
               "elapsed_s": round(time.time() - T0, 3)}
     if not sum_ok:
         record.update(kind="wrong_sum", wrong=wrong,

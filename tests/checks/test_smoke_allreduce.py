@@ -544,3 +544,37 @@ def test_all_mode_refuses_a_world_past_the_exact_fp32_limit():
     cfgs = [config_of(ln) for probes in p.values() for pr in probes.values()
             for ln in pr.cmd.splitlines() if ln.startswith('PF_SMOKE_DIR="$d" ')]
     assert len(cfgs) == 4096 and {c["world"] for c in cfgs} == {4096}
+
+
+# ---------------------------------------------------------------- ranks_per_node devices: the job's own device list
+
+def test_visible_devices_take_the_launch_environments_list():
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "8,9,10,11"}
+    assert W.visible_devices(env, 1) == {"ASCEND_RT_VISIBLE_DEVICES": "9", "CUDA_VISIBLE_DEVICES": "1"}
+    assert W.visible_devices({}, 3) == {"ASCEND_RT_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "3"}
+    assert W.visible_devices({"CUDA_VISIBLE_DEVICES": " 4, 5 "}, 0)["CUDA_VISIBLE_DEVICES"] == "4"
+    with pytest.raises(RuntimeError) as e:  # the inventory says 4 devices, the job exposes 2
+        W.visible_devices({"ASCEND_RT_VISIBLE_DEVICES": "8,9"}, 3)
+    diag = S.diagnose(f"RuntimeError: {e.value}")
+    assert diag.kind == "visible_devices" and diag.kind in S.LOCAL_KINDS and "devices" in diag.remediation
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed (pip install torch==2.13.0)")
+def test_worker_ranks_per_device_use_the_jobs_visible_devices():
+    """Two ranks of one node in `ranks_per_node: devices`, through the node's real launch
+    environment: each rank sees the i-th device of the list the job set, not bare i."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params = {**S.DEFAULTS, "size_mib": 1, "iters": 1, "warmup": 1, "rendezvous_timeout_s": 20, "backend": "gloo"}
+    nd = Node(name="a", host="127.0.0.1", python=sys.executable,
+              env={"GLOO_SOCKET_IFNAME": "lo", "ASCEND_RT_VISIBLE_DEVICES": "8,9", "CUDA_VISIBLE_DEVICES": "4,5"})
+    cp = subprocess.run(["sh", "-c", S.rank_command(nd, 0, 2, "127.0.0.1", port, params, local=[(0, 0), (1, 1)])],
+                        capture_output=True, text=True, timeout=60)
+    o = CommandOutput(stdout=cp.stdout, stderr=cp.stderr, rc=cp.returncode)
+    ranks = [S.parse_rank("a", r, o) for r in (0, 1)]
+    assert all(r.ok for r in ranks), [r.error for r in ranks]
+    assert [r.record["visible_devices"] for r in ranks] == [
+        {"ASCEND_RT_VISIBLE_DEVICES": "8", "CUDA_VISIBLE_DEVICES": "4"},
+        {"ASCEND_RT_VISIBLE_DEVICES": "9", "CUDA_VISIBLE_DEVICES": "5"}]
