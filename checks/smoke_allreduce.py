@@ -66,6 +66,7 @@ torch is not needed on the machine that runs preflight, only on the nodes.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -896,13 +897,38 @@ def world_problem(ctx: ClusterContext, nodes: list[str]) -> str | None:
             f"not run: select fewer nodes with `nodes:`" + (" or use ranks_per_node: node" if _per_device(ctx) else ""))
 
 
+def _spent(runs: list[list[GroupRun]]) -> float:
+    """Seconds the rounds so far took (a round lasts as long as its slowest group)."""
+    return sum(max((g.duration_s for g in rnd), default=0.0) for rnd in runs)
+
+
+def _over_budget(ctx: ClusterContext, runs: list[list[GroupRun]]) -> bool:
+    """budget_s: no new round once the rounds so far and the next round's timeout would pass it."""
+    budget = float(ctx.params.get("budget_s") or DEFAULTS["budget_s"])
+    return bool(runs) and _spent(runs) + probe_timeout(ctx.params) > budget
+
+
+def stop_reason(ctx: ClusterContext, nodes: list[str], runs: list[list[GroupRun]]) -> str | None:
+    """Why the isolation ended with groups still to run (max_rounds or budget_s); None when it was over."""
+    history = [[g.result() for g in rnd] for rnd in runs]
+    policy = policy_of(ctx.params)
+    unbounded = dataclasses.replace(policy, max_rounds=len(runs) + 1)
+    if not runs or not isolate.next_round(nodes, history, unbounded):
+        return None
+    if len(runs) >= policy.max_rounds:
+        return f"max_rounds {policy.max_rounds} reached"
+    if _over_budget(ctx, runs):
+        return (f"budget_s {float(ctx.params.get('budget_s') or DEFAULTS['budget_s']):g} reached (the rounds took "
+                f"{_spent(runs):.0f} s, a next round may take {probe_timeout(ctx.params):.0f} s)")
+    return None
+
+
 def _plan_all(ctx: ClusterContext, nodes: list[str]) -> dict[str, dict[str, Probe]]:
     if world_problem(ctx, nodes):
         return {}
     runs = all_history(ctx, nodes)
-    spent = sum(max((g.duration_s for g in rnd), default=0.0) for rnd in runs)
     timeout = probe_timeout(ctx.params)
-    if runs and spent + timeout > float(ctx.params.get("budget_s") or DEFAULTS["budget_s"]):
+    if _over_budget(ctx, runs):
         return {}
     groups = isolate.next_round(nodes, [[g.result() for g in rnd] for rnd in runs], policy_of(ctx.params))
     r = len(runs) + 1
@@ -1025,6 +1051,9 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
     if not whole.result().failed:
         details["metrics"] = _whole_metrics(whole)
     out: list[Finding] = [_culprit_finding(c, runs, policy) for c in v.culprits.values()]
+    stopped = stop_reason(ctx, nodes, runs)
+    if stopped:
+        details["stopped"] = stopped
     for n in v.unresolved:
         groups = {"groups": [_group_row(g, gr) for g, gr in zip(flat, graded) if n in g.members]}
         if n in v.unjudged:  # nothing points at it: its groups were explained by a culprit, or lost
@@ -1032,9 +1061,10 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
                                f"another node, or their outcome was lost with a connection; run again",
                                groups, R_MISSING, node=n))
             continue
+        why = (f"the isolation stopped ({stopped}) before it was cleared or convicted" if stopped else
+               "no round could split them further (no proven-good node to test it beside)")
         out.append(Finding(Status.FAIL, f"suspect, not isolated within {len(runs)} round(s): it was in failing or slow "
-                           f"groups that no round could split further (no proven-good node to test it beside)",
-                           groups, R_WAIT, node=n))
+                           f"groups; {why}", groups, R_WAIT, node=n))
     bad_whole = whole_graded.outcome != isolate.OK
     if not out and not v.unexplained:
         bws = [g.result.busbw for g in graded[1:] if g.result.busbw is not None]
@@ -1052,6 +1082,8 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
     text += f"culprit(s) {names}" if names else "no culprit isolated"
     if v.unresolved:
         text += f"; not isolated: {', '.join(v.unresolved)}"
+    if stopped:
+        text += f"; stopped: {stopped}"
     if v.unexplained:
         details["unexplained"] = [{"round": g.round, "members": list(g.result.members), "outcome": g.outcome}
                                   for g in v.unexplained]

@@ -578,3 +578,75 @@ def test_worker_ranks_per_device_use_the_jobs_visible_devices():
     assert [r.record["visible_devices"] for r in ranks] == [
         {"ASCEND_RT_VISIBLE_DEVICES": "8", "CUDA_VISIBLE_DEVICES": "4"},
         {"ASCEND_RT_VISIBLE_DEVICES": "9", "CUDA_VISIBLE_DEVICES": "5"}]
+
+
+# ---------------------------------------------------------------- mode all: hangs, bounds, a taken port
+
+def test_all_mode_hung_node_is_named_hung_in_the_bound():
+    """Every rank of a collective n3 is in stalls until its watchdog fires: only n3 is blamed, as hung."""
+    c = all_ctx(8)
+    findings = drive(c, lambda nodes, cfg: _rank_line(cfg, hang="n3" in nodes))
+    head, rows = findings[0], {f.node: f for f in findings[1:]}
+    assert list(rows) == ["n3"], head.summary
+    assert head.details["rounds"] <= 3 + 2 and len(head.details["good"]) == 7
+    assert "hung; isolation in" in head.summary and "culprit(s) n3 (hung)" in head.summary
+    assert rows["n3"].status is Status.FAIL and rows["n3"].details["kind"] == "hang"
+    assert "hung in every collective it joined" in rows["n3"].summary and "no progress in phase timed" in rows["n3"].summary
+    assert rows["n3"].remediation == S.R_HANG
+
+
+def _timed(rec, seconds):
+    o = out(rec)
+    return dataclasses.replace(o, duration_s=seconds)
+
+
+def test_all_mode_budget_stops_new_rounds_and_says_so():
+    """Rounds of 100 s, a round's timeout 210 s (60 + 120 + 30), budget 350 s: round 2 starts
+    (100 + 210 <= 350), round 3 would not fit (200 + 210 > 350)."""
+    c = all_ctx(16, budget_s=350)
+    findings = drive(c, lambda nodes, cfg: _timed(_rank_line(cfg, wrong="n11" in nodes), 100.0))
+    head = findings[0]
+    assert head.details["rounds"] == 2 and S.plan(c) == {}
+    assert "stopped: budget_s 350 reached (the rounds took 200 s" in head.summary, head.summary
+    rows = {f.node: f for f in findings[1:]}
+    assert "n11" in rows and all(f.status is Status.FAIL for f in rows.values())  # suspects, not convicted
+    assert "the isolation stopped (budget_s 350" in rows["n11"].summary and "no round could split" not in rows["n11"].summary
+    # with the default budget the same fleet is isolated: n11 alone
+    c = all_ctx(16)
+    rows = {f.node: f for f in drive(c, lambda nodes, cfg: _timed(_rank_line(cfg, wrong="n11" in nodes), 100.0))[1:]}
+    assert list(rows) == ["n11"]
+
+
+def test_all_mode_max_rounds_bounds_the_isolation():
+    c = all_ctx(16, max_rounds=3)
+    findings = drive(c, lambda nodes, cfg: _rank_line(cfg, wrong="n11" in nodes))
+    head = findings[0]
+    assert head.details["rounds"] == 3 and S.plan(c) == {}
+    assert "stopped: max_rounds 3 reached" in head.summary and "n11" in head.summary
+    assert {g["round"] for g in head.details["groups"]} == {1, 2, 3}
+
+
+ADDR_IN_USE = ("DistNetworkError: The server socket has failed to listen on any local network address. "
+               "port: 29400, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+
+
+def test_all_mode_taken_port_is_blamed_locally_without_a_collective():
+    """n0 hosts round 1's store and its port is taken: n0 is blamed from its own rank's error, and no
+    later group includes it; the nodes that could not reach its store are not blamed."""
+    c = all_ctx(8)
+
+    def fleet(nodes, cfg):
+        if nodes[0] != "n0":
+            return _rank_line(cfg)
+        if cfg["node"] == "n0":
+            return err(0, "n0", "store", [ADDR_IN_USE])
+        return err(cfg["rank"], cfg["node"], "store", ["DistNetworkError: Connection refused"])
+
+    findings = drive(c, fleet)
+    head, rows = findings[0], {f.node: f for f in findings[1:]}
+    assert list(rows) == ["n0"], head.summary
+    assert rows["n0"].details["why"] == "local" and rows["n0"].details["kind"] == "port_in_use"
+    assert "blamed without a collective" in rows["n0"].summary and "address already in use" in rows["n0"].summary
+    assert rows["n0"].remediation == S.R_BIND
+    assert all("n0" not in g["members"] for g in head.details["groups"] if g["round"] > 1)
+    assert len(head.details["good"]) == 7
