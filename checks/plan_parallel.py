@@ -52,7 +52,7 @@ FIXES = {
     "job_fields": "Give nnodes, nproc_per_node, tp and pp as positive integers in the inventory's job: section.",
     "nnodes": "Set job.nnodes to the number of nodes that will run (or bring the missing nodes back).",
 }
-REQUIRED = ("nnodes", "nproc_per_node", "tp", "pp")
+REQUIRED_JOB_KEYS = ("nnodes", "nproc_per_node", "tp", "pp")
 OPTIONAL_ONE = ("cp", "ep", "etp")
 MODEL_FIELDS = {"num_layers": "num_layers", "heads": "num_attention_heads", "experts": "num_experts",
                 "micro_batch": "micro_batch", "global_batch": "global_batch"}
@@ -84,10 +84,10 @@ def _int_field(job: Mapping[str, Any], key: str, default: int | None) -> int | N
 
 
 def _job(job: Mapping[str, Any]) -> tuple[int, int, Layout, Model]:
-    missing = [k for k in REQUIRED if job.get(k) is None]
+    missing = [k for k in REQUIRED_JOB_KEYS if job.get(k) is None]
     if missing:
         raise ValueError(f"job: section lacks {', '.join(missing)}")
-    nnodes, per_node, tp, pp = (_int_field(job, k, None) for k in REQUIRED)
+    nnodes, per_node, tp, pp = (_int_field(job, k, None) for k in REQUIRED_JOB_KEYS)
     cp, ep, etp = (_int_field(job, k, 1) for k in OPTIONAL_ONE)
     model = Model(**{k: _int_field(job, v, None) for k, v in MODEL_FIELDS.items()})
     return nnodes, per_node, Layout(tp, pp, cp, ep, etp), model  # type: ignore[arg-type]
@@ -129,7 +129,7 @@ def _nnodes_rule(ctx: ClusterContext, nnodes: int) -> RuleResult:
 def evaluate(ctx: ClusterContext) -> list[Finding]:
     if not ctx.job:
         return [skipped("no job: section in the inventory; nothing to validate")]
-    if not any(k in ctx.job for k in REQUIRED + OPTIONAL_ONE + tuple(MODEL_FIELDS.values())):
+    if not any(k in ctx.job for k in REQUIRED_JOB_KEYS + OPTIONAL_ONE + tuple(MODEL_FIELDS.values())):
         return [skipped("the job: section gives no parallel layout (nnodes, nproc_per_node, tp, pp); nothing to validate")]
     try:
         nnodes, per_node, layout, model = _job(ctx.job)

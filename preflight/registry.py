@@ -114,9 +114,33 @@ def _actions(module: ModuleType) -> Mapping[str, tuple[str, str]]:
         raise ContractError(str(exc)) from None
 
 
+# The module attributes the core reads (docs/writing-a-check.md, the contract page).
+CONTRACT_NAMES = ("ID", "SCOPE", "DEFAULTS", "REQUIRES", "USES", "POLICY", "ACTIONS")
+
+
+def refuse_misspelt_names(module: ModuleType) -> None:
+    """ContractError for an upper-case module name the core would silently ignore: one of the
+    loose constants POLICY replaced (`GATE = True`: Policy(gate=True)), or a near miss of a
+    contract name (`POLICEY`, `USE`, `REQUIRE`: difflib, ratio 0.8 and above), which would leave
+    the check's default in force without a word."""
+    import difflib
+
+    for name in vars(module):
+        if not name.isupper() or name in CONTRACT_NAMES:
+            continue
+        if name.lower() in POLICY_FIELDS:
+            raise ContractError(f"{module.__name__}: {name} is a Policy field now "
+                                f"(POLICY = Policy({name.lower()}=...)); the core ignores it")
+        near = difflib.get_close_matches(name, CONTRACT_NAMES, 1, 0.8)
+        if near:
+            raise ContractError(f"{module.__name__}: {name} is not a contract name; did you mean {near[0]}? "
+                                f"(the core reads {', '.join(CONTRACT_NAMES)}; rename a constant of your own)")
+
+
 def _info(m: ModuleType) -> CheckInfo:
     from .checkapi import Choice
 
+    refuse_misspelt_names(m)
     declared = dict(getattr(m, "DEFAULTS", {}))
     return CheckInfo(id=m.ID, scope=getattr(m, "SCOPE", "node"), module=m,
                      requires=tuple(getattr(m, "REQUIRES", ())), uses=tuple(getattr(m, "USES", ())),

@@ -127,12 +127,6 @@ def test_has_a_passing_and_a_failing_case(cid):
 
 # ---------------------------------------------------------------- policy (checkapi.Policy)
 
-# Module constants the core read before POLICY held them all: a check that still sets one would
-# have it silently ignored now, so it is refused here.
-OLD_POLICY_CONSTANTS = ("GATE", "DISRUPTIVE", "ON_BUSY", "BUSY_REASON", "TREND_METRIC", "PRIVILEGE",
-                        "PRIVILEGE_GROUP", "WHERE", "COST", "NODE_PARAMS", "BACKEND", "PLAN_ROUNDS")
-
-
 @pytest.mark.parametrize("cid", IDS)
 def test_policy_is_one_object_with_known_values(cid):
     """Whatever the core needs to know about a check is its POLICY, one checkapi.Policy."""
@@ -143,8 +137,6 @@ def test_policy_is_one_object_with_known_values(cid):
     declared = getattr(mod, "POLICY", Policy())
     assert isinstance(declared, Policy), f"{cid}: POLICY must be a checkapi.Policy(...)"
     assert info.policy == declared, f"{cid}: the registry lost its POLICY"
-    loose = [name for name in OLD_POLICY_CONSTANTS if hasattr(mod, name)]
-    assert not loose, f"{cid}: {loose} are Policy fields now (POLICY = Policy({loose[0].lower()}=...)): the core ignores them"
     if info.scope == "node":
         assert not info.node_params, f"{cid}: node_params is for cluster checks (a node check's parameters are per node)"
         assert info.plan_rounds == 1, f"{cid}: plan_rounds is for cluster checks with plan()"
@@ -179,6 +171,70 @@ def test_a_misspelt_policy_field_is_an_error_at_import():
 
     with pytest.raises(TypeError, match="disruptve"):
         Policy(disruptve=True)  # type: ignore[call-arg]
+
+
+BOGUS_CHECK = '''"""fake.bogus: a check with one misspelt module attribute (tests/test_check_contract.py)."""
+from preflight.checkapi import Policy
+
+ID = "fake.bogus"
+SCOPE = "node"
+DEFAULTS = {{}}
+{line}
+
+
+def probes(node, params):
+    return {{}}
+
+
+def parse(outputs):
+    return None
+
+
+def evaluate(facts, params, node):
+    return []
+'''
+
+
+@pytest.mark.parametrize("line, said", [
+    ("POLICEY = Policy(gate=True)", "did you mean POLICY"),
+    ("USE = ('npu.idle',)", "did you mean USES"),
+    ("REQUIRE = ('ssh.connect',)", "did you mean REQUIRES"),
+    ("ACTION = {}", "did you mean ACTIONS"),
+    ("GATE = True", "GATE is a Policy field"),  # a loose constant from before POLICY
+    ("PLAN_ROUNDS = 2", "PLAN_ROUNDS is a Policy field"),
+])
+def test_a_misspelt_module_attribute_is_refused_when_the_check_is_loaded(tmp_path, monkeypatch, line, said):
+    """An upper-case module name the core would ignore without a word (a near miss of a contract
+    name, or a Policy field set as a constant) is a ContractError when the registry loads the check."""
+    import sys
+
+    import preflight.checks as pkg
+    from preflight import registry
+    from preflight.registry import ContractError
+
+    (tmp_path / "fake_bogus.py").write_text(BOGUS_CHECK.format(line=line), encoding="utf-8")
+    monkeypatch.setattr(pkg, "__path__", [*pkg.__path__, str(tmp_path)])
+    registry.discover.cache_clear()
+    registry._scan.cache_clear()
+    try:
+        found = registry.discover()
+        assert "fake.bogus" in found
+        with pytest.raises(ContractError, match=said):
+            found["fake.bogus"]
+    finally:
+        monkeypatch.undo()
+        sys.modules.pop("preflight.checks.fake_bogus", None)
+        registry.discover.cache_clear()
+        registry._scan.cache_clear()
+
+
+def test_a_check_of_its_own_upper_case_names_loads():
+    """Constants of the check's own (QUERIES, REQUIRED_JOB_KEYS, R_BACKEND) are no near miss: every
+    shipped check loads (the registry's rule refuses none of them)."""
+    from preflight.registry import refuse_misspelt_names
+
+    for cid in IDS:
+        refuse_misspelt_names(ALL[cid].module)
 
 
 def test_on_busy_report_needs_a_busy_function():
