@@ -897,6 +897,46 @@ def world_problem(ctx: ClusterContext, nodes: list[str]) -> str | None:
             f"not run: select fewer nodes with `nodes:`" + (" or use ranks_per_node: node" if _per_device(ctx) else ""))
 
 
+def _launch_env(ctx: ClusterContext, node: str) -> dict[str, str]:
+    """The node's launch environment as env.comm read it (USES), else the inventory's `env`."""
+    facts = _facts(ctx, node, "env.comm")
+    return dict(getattr(facts, "env", None) or {}) or dict(getattr(ctx.nodes[node], "env", {}) or {})
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and {len(names) - 3} more"
+
+
+def hccl_notes(ctx: ClusterContext, nodes: list[str]) -> list[str]:
+    """What the Ascend nodes' launch environments change about this run: the job's own HCCL_BUFFSIZE
+    under the message (the figure is then of several passes), HCCL_CONNECT_TIMEOUT past a round's
+    watchdog (a dead peer then reads as a hang, before HCCL's EI0006 could name it)."""
+    size = float(ctx.params.get("size_mib") or 64)
+    watchdog = float(ctx.params.get("rendezvous_timeout_s") or 60) + float(ctx.params.get("run_timeout_s") or 120)
+    small: dict[int, list[str]] = {}
+    late: dict[float, list[str]] = {}
+    for n in nodes:
+        if _backend(ctx, n) != "ascend":
+            continue
+        env = _launch_env(ctx, n)
+        raise_to, mb = worker.hccl_buffsize(size, env)
+        if raise_to is None and mb is not None and mb < size + 1:
+            small.setdefault(mb, []).append(n)
+        try:
+            t = float(str(env.get("HCCL_CONNECT_TIMEOUT") or "").strip())
+        except ValueError:
+            continue
+        if t > watchdog:
+            late.setdefault(t, []).append(n)
+    notes = [f"the job's HCCL_BUFFSIZE {mb} MB on {_some(ns)} is under the {size:g} MiB message: HCCL reduces it "
+             f"in several passes, and the busbw is of that (kept: it is the job's setting)" for mb, ns in small.items()]
+    notes += [f"HCCL_CONNECT_TIMEOUT {t:g} s on {_some(ns)} is past this check's watchdog of {watchdog:g} s "
+              f"(rendezvous_timeout_s + run_timeout_s): a dead peer reads as a hang here, before HCCL's EI0006 "
+              f"would name it; raise run_timeout_s above {t - float(ctx.params.get('rendezvous_timeout_s') or 60):g} "
+              f"for HCCL's own diagnosis" for t, ns in late.items()]
+    return notes
+
+
 def _spent(runs: list[list[GroupRun]]) -> float:
     """Seconds the rounds so far took (a round lasts as long as its slowest group)."""
     return sum(max((g.duration_s for g in rnd), default=0.0) for rnd in runs)
@@ -1050,6 +1090,10 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
     head += ")"
     if not whole.result().failed:
         details["metrics"] = _whole_metrics(whole)
+    notes = hccl_notes(ctx, nodes)
+    if notes:
+        details["notes"] = notes
+    note = "".join(f"; note: {x}" for x in notes)
     out: list[Finding] = [_culprit_finding(c, runs, policy) for c in v.culprits.values()]
     stopped = stop_reason(ctx, nodes, runs)
     if stopped:
@@ -1074,7 +1118,7 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
         if len(runs) > 1:
             text += (f"; {len(runs) - 1} more round(s) of groups, no node slow or failing"
                      + (f" (busbw {min(bws):.3g}-{max(bws):.3g} GB/s)" if bws else ""))
-        return [passed(text, **details)]
+        return [passed(text + note, **details)]
     lead = (WHY_TEXT.get(whole_graded.result.kind, "failed") if whole_graded.result.failed
             else "was slow" if bad_whole else "had the right sum")
     names = ", ".join(f"{c.node} ({WHY_TEXT.get(c.kind, c.kind)})" for c in v.culprits.values())
@@ -1094,6 +1138,6 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
         details["lost"] = [{"round": g.round, "nodes": list(g.lost)} for g in lost]
         text += (f"; {len(lost)} group(s) without an outcome (the connection to "
                  f"{', '.join(sorted({n for g in lost for n in g.lost}))} was lost mid-round; run again)")
-    text += f"; {len(v.good)} node(s) proven good"
+    text += f"; {len(v.good)} node(s) proven good" + note
     remedy = out[0].remediation if out else R_HANG
-    return [Finding(Status.FAIL, text[:800], details, remedy or "see the per-node results")] + out
+    return [Finding(Status.FAIL, text[:1200], details, remedy or "see the per-node results")] + out

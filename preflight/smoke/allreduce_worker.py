@@ -83,6 +83,26 @@ def visible_devices(env, index):
     return out
 
 
+HCCL_BUFFSIZE_DEFAULT_MB = 200  # docs/ENV.md A.6
+
+
+def hccl_buffsize(size_mib, env):
+    """(the HCCL_BUFFSIZE this rank sets, or None; the MB in effect). HCCL_BUFFSIZE (MB, default 200)
+    is the per-communicator buffer; a message above it is reduced in several passes, which is not the
+    bandwidth being measured. Raised to ceil(size_mib) + 1 only when the message would not fit and
+    the job did not set it: the job's own value is the job's shape, kept (the check notes it)."""
+    need = int(-(-float(size_mib) // 1)) + 1
+    own = str(env.get("HCCL_BUFFSIZE") or "").strip()
+    if own:
+        try:
+            return None, int(own)
+        except ValueError:
+            return None, None  # not a number: HCCL's problem to report (env.comm flags it)
+    if need > HCCL_BUFFSIZE_DEFAULT_MB:
+        return str(need), need
+    return None, HCCL_BUFFSIZE_DEFAULT_MB
+
+
 def take_stdout():
     """Keep the real stdout for the one JSON line; whatever torch or a library prints goes to stderr."""
     _out[0] = os.fdopen(os.dup(1), "w")
@@ -180,13 +200,9 @@ def main():
             "rank %d %s" % (r, b) for r, b in enumerate(peers)))
     state["phase"] = "init"
     if backend == "hccl":
-        # HCCL_BUFFSIZE (MB, default 200) is the per-communicator buffer; a message above it is
-        # reduced in several passes, which is not the bandwidth being measured. Raised for this
-        # rank only when the message would not fit and the job did not set it (docs/ENV.md A.6).
-        need = int(-(-float(cfg.get("size_mib", 64)) // 1)) + 1
-        if "HCCL_BUFFSIZE" not in os.environ and need > 200:
-            os.environ["HCCL_BUFFSIZE"] = str(need)
-        state["hccl_buffsize_mb"] = int(os.environ.get("HCCL_BUFFSIZE", "200") or 200)
+        raise_to, state["hccl_buffsize_mb"] = hccl_buffsize(cfg.get("size_mib", 64), os.environ)
+        if raise_to is not None:  # this rank only
+            os.environ["HCCL_BUFFSIZE"] = raise_to
         device = torch.device("npu", int(cfg.get("device", 0)))
         torch.npu.set_device(device)
         sync = torch.npu.synchronize

@@ -650,3 +650,40 @@ def test_all_mode_taken_port_is_blamed_locally_without_a_collective():
     assert rows["n0"].remediation == S.R_BIND
     assert all("n0" not in g["members"] for g in head.details["groups"] if g["round"] > 1)
     assert len(head.details["good"]) == 7
+
+
+# ---------------------------------------------------------------- HCCL's buffer and connect timeout
+
+def test_hccl_buffsize_rule():
+    assert W.hccl_buffsize(64, {}) == (None, 200)  # fits HCCL's default 200 MB
+    assert W.hccl_buffsize(512, {}) == ("513", 513)  # raised for the rank: ceil(size) + 1
+    assert W.hccl_buffsize(199.5, {}) == ("201", 201) and W.hccl_buffsize(199, {}) == (None, 200)
+    assert W.hccl_buffsize(512, {"HCCL_BUFFSIZE": "300"}) == (None, 300)  # the job's own value is kept
+    assert W.hccl_buffsize(512, {"HCCL_BUFFSIZE": ""}) == ("513", 513)
+    assert W.hccl_buffsize(64, {"HCCL_BUFFSIZE": "2e8"}) == (None, None)
+
+
+def test_all_mode_notes_the_jobs_hccl_buffer_and_connect_timeout_on_the_cluster_row():
+    c = all_ctx(4, size_mib=512)
+    env = {"HCCL_BUFFSIZE": "300", "HCCL_CONNECT_TIMEOUT": "1800"}
+    c = ClusterContext(nodes={k: dataclasses.replace(x, env=env) for k, x in c.nodes.items()}, facts=c.facts,
+                       params=c.params, planned={})
+    (f,) = drive(c, lambda nodes, cfg: _rank_line(cfg))
+    assert f.status is Status.PASS
+    assert ("note: the job's HCCL_BUFFSIZE 300 MB on n0, n1, n2, n3 is under the 512 MiB message" in f.summary
+            and "HCCL_CONNECT_TIMEOUT 1800 s on n0, n1, n2, n3 is past this check's watchdog of 180 s" in f.summary), f.summary
+    assert len(f.details["notes"]) == 2
+    # a job that sets neither, or values that fit: nothing to note
+    (f,) = drive(all_ctx(4), lambda nodes, cfg: _rank_line(cfg))
+    assert "note" not in f.summary and "notes" not in f.details
+    ok_env = {"HCCL_BUFFSIZE": "300", "HCCL_CONNECT_TIMEOUT": "120"}
+    c = all_ctx(4)
+    c = ClusterContext(nodes={k: dataclasses.replace(x, env=ok_env) for k, x in c.nodes.items()}, facts=c.facts,
+                       params=c.params, planned={})
+    (f,) = drive(c, lambda nodes, cfg: _rank_line(cfg))
+    assert "notes" not in f.details, f.summary
+    c = all_ctx(4, size_mib=512)  # HCCL's variables mean nothing to NVIDIA nodes
+    c = ClusterContext(nodes={k: dataclasses.replace(x, env=env, backend="nvidia") for k, x in c.nodes.items()},
+                       facts=c.facts, params=c.params, planned={})
+    (f,) = drive(c, lambda nodes, cfg: _rank_line(cfg))
+    assert "notes" not in f.details, f.summary
