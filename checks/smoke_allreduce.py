@@ -76,7 +76,7 @@ from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
 from preflight.checkapi import (Policy, Choice, ClusterContext, CommandOutput, Finding, Metric, Probe, Status, cmd, passed, sh,
                                 skipped)
-from preflight.checkhelpers import Shell, first_line, graded, seq, worst
+from preflight.checkhelpers import Shell, graded, seq, worst
 from preflight.smoke import allreduce_worker as worker, isolate, worker_source
 
 ID = "smoke.allreduce"
@@ -265,6 +265,19 @@ def _lines(text: str, n: int = 6) -> tuple[str, ...]:
     return tuple(out)
 
 
+def first_error(text: str) -> str:
+    """The line that says what went wrong: a Python traceback's exception line (the first line at
+    column 0 after "Traceback (most recent call last):"), else the first meaningful line."""
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if ln.startswith("Traceback (most recent call last)"):
+            exc = next((x.strip() for x in lines[i + 1:] if x.strip() and not x[:1].isspace()), None)
+            if exc:
+                return exc[:300]
+    found = _lines(text, 1)
+    return found[0] if found else ""
+
+
 def parse_rank(node: str, rank: int, out: CommandOutput | None) -> RankResult:
     """One rank's probe output -> RankResult. Pure: works on recorded outputs."""
     if out is None:
@@ -281,7 +294,7 @@ def parse_rank(node: str, rank: int, out: CommandOutput | None) -> RankResult:
         diag = HANG if rec.get("kind") == "hang" else diagnose(text)
         if diag is GENERIC and rec.get("kind") == "hang":
             diag = HANG
-        return RankResult(node, rank, False, rec, str(rec.get("error") or first_line(text)),
+        return RankResult(node, rank, False, rec, str(rec.get("error") or first_error(text)),
                           _lines("\n".join(lines)) or _lines(out.stderr), rec.get("phase"), diag)
     err_lines = _lines(out.stderr) or _lines(out.stdout)
     if out.timed_out:
@@ -289,12 +302,12 @@ def parse_rank(node: str, rank: int, out: CommandOutput | None) -> RankResult:
                           error_lines=err_lines, phase="timeout",
                           diagnosis=diagnose(out.stderr) if diagnose(out.stderr) is not GENERIC else HANG)
     if out.rc == 127 or re.search(r"python[0-9.]*: (command )?not found|No such file or directory", out.stderr):
-        return RankResult(node, rank, False, error=first_line(out.stderr) or "python not found",
+        return RankResult(node, rank, False, error=first_error(out.stderr) or "python not found",
                           error_lines=err_lines, phase="start", diagnosis=NO_PYTHON)
     text = out.stderr + "\n" + out.stdout
     diag = diagnose(text)
     why = out.error or f"exit {out.rc}"
-    return RankResult(node, rank, False, error=f"no result line ({why}): {first_line(text) or 'no output'}",
+    return RankResult(node, rank, False, error=f"no result line ({why}): {first_error(text) or 'no output'}",
                       error_lines=err_lines, phase="start", diagnosis=MISSING if diag is GENERIC and not text.strip() else diag)
 
 
@@ -987,7 +1000,21 @@ def _plan_all(ctx: ClusterContext, nodes: list[str]) -> dict[str, dict[str, Prob
     return plan
 
 
-WHY_TEXT = {"wrong_sum": "wrong all_reduce result", "hang": "hung", "slow": "slow"}
+WHY_TEXT = {"wrong_sum": "wrong all_reduce result", "hang": "hung", "slow": "slow",
+            # a rank's own setup (LOCAL_KINDS), and what a failed rank's diagnosis can be otherwise
+            "no_torch": "no torch in its python", "no_python": "its python not runnable", "port_in_use": "port in use",
+            "ifname": "socket interface not found", "npu": "torch_npu or NPUs unusable", "cuda": "CUDA unusable",
+            "visible_devices": "fewer visible devices than the inventory says",
+            "hccl_ifname": "HCCL_SOCKET_IFNAME names no NIC", "hccl_env": "HCCL environment invalid",
+            "hccl_socket_timeout": "HCCL socket timeout", "hccl_transport": "HCCL transport error", "hccl": "HCCL error",
+            "gloo_mesh": "Gloo could not connect the ranks", "store_unreachable": "rendezvous store unreachable",
+            "peer_wait": "waited on a peer", "peer_gone": "a peer went away", "backend_mismatch": "ranks on different backends",
+            "no_result": "no result", "error": "failed"}
+
+
+def why_text(kind: str | None) -> str:
+    """A failure kind in words (never a raw id like no_torch in a report)."""
+    return WHY_TEXT.get(kind or "", (kind or "failed").replace("_", " "))
 
 
 def _group_row(g: GroupRun, graded: isolate.Graded) -> dict[str, Any]:
@@ -1016,7 +1043,7 @@ def _evidence_text(c: isolate.Culprit, slow_fraction: float | None) -> str:
             if g.expected is not None:
                 fig += f" against the round's median {g.expected:.3g}"
         elif g.outcome == isolate.FAIL:
-            fig = f": {WHY_TEXT.get(g.result.kind, g.result.kind or 'failed')}"
+            fig = f": {why_text(g.result.kind)}"
         parts.append(f"round {g.round} {who}{fig}")
     return "; ".join(parts)
 
@@ -1045,7 +1072,7 @@ def _culprit_finding(c: isolate.Culprit, runs: list[list[GroupRun]], policy: iso
                 f"{details['expected_gbps'] or 0:.3g} GB/s (the round's median; under it{frac} in "
                 f"{len(conf)} tests): {_evidence_text(c, policy.slow_fraction)}")
         return Finding(Status.FAIL, text[:600], details, R_SLOW, node=c.node)
-    what = WHY_TEXT.get(c.kind, c.kind)
+    what = why_text(c.kind)
     text = f"{what} in every collective it joined: {_evidence_text(c, policy.slow_fraction)}"
     if failed_rank is not None and failed_rank.error:
         text += f"; its rank: {failed_rank.error}"
@@ -1063,6 +1090,12 @@ def _whole_metrics(g: GroupRun) -> list[dict[str, Any]]:
         if vals:
             out.append(Metric(name, min(vals) if unit == "GB/s" else max(vals), unit, labels).to_dict())
     return out
+
+
+def _span(vals: list[float]) -> str:
+    """'0.9-1.2', or one figure where the lowest and highest read alike."""
+    lo, hi = f"{min(vals):.3g}", f"{max(vals):.3g}"
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
@@ -1117,11 +1150,12 @@ def evaluate_all(ctx: ClusterContext, nodes: list[str]) -> list[Finding]:
             text += f", latency {max(_num(r.record.get('latency_ms')) or 0 for r in whole.ranks):.3g} ms"
         if len(runs) > 1:
             text += (f"; {len(runs) - 1} more round(s) of groups, no node slow or failing"
-                     + (f" (busbw {min(bws):.3g}-{max(bws):.3g} GB/s)" if bws else ""))
+                     + (f" (busbw {_span(bws)} GB/s)" if bws else ""))
         return [passed(text + note, **details)]
-    lead = (WHY_TEXT.get(whole_graded.result.kind, "failed") if whole_graded.result.failed
+    lead = ((why_text(whole_graded.result.kind) if whole_graded.result.kind in ("wrong_sum", "hang") else "failed")
+            if whole_graded.result.failed
             else "was slow" if bad_whole else "had the right sum")
-    names = ", ".join(f"{c.node} ({WHY_TEXT.get(c.kind, c.kind)})" for c in v.culprits.values())
+    names = ", ".join(f"{c.node} ({why_text(c.kind)})" for c in v.culprits.values())
     text = f"{head} {lead}; isolation in {len(runs)} round(s): "
     text += f"culprit(s) {names}" if names else "no culprit isolated"
     if v.unresolved:

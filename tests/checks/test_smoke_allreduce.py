@@ -687,3 +687,40 @@ def test_all_mode_notes_the_jobs_hccl_buffer_and_connect_timeout_on_the_cluster_
                        facts=c.facts, params=c.params, planned={})
     (f,) = drive(c, lambda nodes, cfg: _rank_line(cfg))
     assert "notes" not in f.details, f.summary
+
+
+# ---------------------------------------------------------------- mode all: the words a user reads
+
+def test_a_rank_without_a_result_line_is_quoted_by_its_exception_not_traceback(tmp_path):
+    script = tmp_path / "w.py"
+    script.write_text("import json\nimport preflight_no_such_torch\n")
+    cp = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert cp.stderr.startswith("Traceback") and "    import preflight_no_such_torch" in cp.stderr  # a real one
+    r = S.parse_rank("n4", 3, CommandOutput(stdout="", stderr=cp.stderr, rc=cp.returncode))
+    assert r.error == "no result line (exit 1): ModuleNotFoundError: No module named 'preflight_no_such_torch'"
+
+
+def test_all_mode_report_says_local_kinds_in_words():
+    c = all_ctx(6)
+
+    def fleet(nodes, cfg):
+        if cfg["node"] == "n4":
+            return out(None, stderr=NO_TORCH, rc=1)
+        return err(cfg["rank"], cfg["node"], "store", ["DistStoreError: wait timeout after 6000ms"]) if "n4" in nodes \
+            else _rank_line(cfg)
+
+    findings = drive(c, fleet)
+    head, row = findings[0], findings[1]
+    assert "culprit(s) n4 (no torch in its python)" in head.summary and "no_torch" not in head.summary, head.summary
+    assert row.summary == ("its rank could not start, so it was blamed without a collective: "
+                           "no result line (exit 1): ModuleNotFoundError: No module named 'torch'")
+    assert set(S.LOCAL_KINDS) <= set(S.WHY_TEXT) and S.why_text("some_new_kind") == "some new kind"
+
+
+def test_all_mode_healthy_run_prints_one_busbw_figure_when_the_groups_agree():
+    (f,) = drive(all_ctx(8), lambda nodes, cfg: _rank_line(cfg))
+    assert f.summary.endswith("; 1 more round(s) of groups, no node slow or failing (busbw 1 GB/s)"), f.summary
+    assert "1-1" not in f.summary
+    bw = {"n0": 0.9, "n1": 0.9, "n2": 1.1, "n3": 1.1}
+    (f,) = drive(all_ctx(8), lambda nodes, cfg: _rank_line(cfg, bw=min(bw.get(n, 1.0) for n in nodes)))
+    assert "(busbw 0.9-1.1 GB/s)" in f.summary, f.summary
