@@ -74,6 +74,7 @@ from typing import Any, Mapping
 
 from preflight import backend as backends, launchenv
 from preflight.ascend import hccl_errors
+from preflight.net import ifname
 from preflight.checkapi import (Policy, Choice, ClusterContext, CommandOutput, Finding, Metric, Probe, Status, cmd, passed, sh,
                                 skipped)
 from preflight.checkhelpers import Shell, graded, seq, worst
@@ -323,17 +324,26 @@ def _facts(ctx: ClusterContext, node: str, check: str) -> Any:
 
 
 def _looks_fine(ctx: ClusterContext, node: str) -> bool:
-    """env.comm's own verdict on the node's facts, where they exist (no fail, no error)."""
+    """Whether env.comm's facts (USES, never its verdict: a check does not call another's hooks) show a
+    launch environment this all-reduce can run in: the facts were read, the interfaces too, the
+    backend's communication address (Facts.comm: HCCL_IF_IP, else what the SOCKET_IFNAME selects)
+    is on an UP interface, and GLOO_SOCKET_IFNAME, where set, names UP interfaces with an address.
+    These are the env.comm failures that break a collective; the others (a MASTER_ADDR that does
+    not resolve, a value out of range) are env.comm's own row."""
     facts = _facts(ctx, node, "env.comm")
     if facts is None:
         return False
     try:
-        from . import env_comm
-        n = ctx.nodes[node]
-        params = n.check_params(env_comm.ID, env_comm.DEFAULTS) if hasattr(n, "check_params") else dict(env_comm.DEFAULTS)
-        findings = env_comm.evaluate(facts, params, n)
-        return not any(f.status in (Status.FAIL, Status.ERROR) for f in findings)
-    except Exception:  # noqa: BLE001 - an env.comm bug must not stop the smoke test
+        if facts.ip_error:
+            return False
+        comm = facts.comm("nvidia" if _backend(ctx, node) == "nvidia" else "ascend")
+        iface = facts.iface(comm.iface) if comm.ip and comm.iface else None
+        if iface is None or not iface.up:
+            return False
+        names, bad = ifname.gloo_names(facts.env.get("GLOO_SOCKET_IFNAME", ""))
+        gloo = [facts.iface(n) for n in names]
+        return not bad and all(i is not None and i.up and not i.loopback and i.addresses(facts.family) for i in gloo)
+    except AttributeError:  # facts of another shape: no preference, as before
         return True
 
 

@@ -99,11 +99,36 @@ def test_plan_picks_the_first_two_nodes_rank0_on_the_first():
     assert p["a"][n0].timeout == S.probe_timeout(S.DEFAULTS) == 60 + 120 + 30
 
 
-def test_plan_prefers_nodes_whose_facts_look_fine(monkeypatch):
-    monkeypatch.setattr(S, "_looks_fine", lambda c, n: n != "a")
-    assert sorted(S.plan(ctx())) == ["b", "c"]
-    monkeypatch.setattr(S, "_looks_fine", lambda c, n: n == "c")  # fewer than two fine: fill up in order
-    assert sorted(S.plan(ctx())) == ["a", "c"]
+def _comm_facts(ip, **env):
+    """env.comm's facts on a node (what the runner gives a cluster check that USES env.comm): lo
+    and eth0 UP with `ip`, eth1 without carrier."""
+    from preflight.checks import env_comm
+    from preflight.net.iproute import Address, Interface
+    ifs = (Interface("lo", ("LOOPBACK", "UP", "LOWER_UP"), "UNKNOWN", (Address("127.0.0.1", 8, "inet", "host"),)),
+           Interface("eth0", ("BROADCAST", "UP", "LOWER_UP"), "UP", (Address(ip, 24, "inet"),)),
+           Interface("eth1", ("BROADCAST", "UP", "NO-CARRIER"), "DOWN", (Address("10.9.0.1", 24, "inet"),)))
+    return env_comm.Facts(env=dict(env), interfaces=ifs, net_source="ip -j addr")
+
+
+def _facts_ctx(**by_node):
+    c = ctx()
+    return dataclasses.replace(c, facts={n: {"env.comm": by_node[n]} if n in by_node else {} for n in c.nodes})
+
+
+def test_plan_prefers_nodes_whose_env_comm_facts_look_fine():
+    """The node choice reads env.comm's facts (USES), never env.comm's verdict."""
+    fine = {n: _comm_facts(f"198.18.0.{i + 2}", GLOO_SOCKET_IFNAME="eth0") for i, n in enumerate("abc")}
+    assert sorted(S.plan(_facts_ctx(**fine))) == ["a", "b"]
+    for broken in (_comm_facts("198.18.0.2", GLOO_SOCKET_IFNAME="eth9"),  # no such interface
+                   _comm_facts("198.18.0.2", GLOO_SOCKET_IFNAME="eth1"),  # no carrier
+                   _comm_facts("198.18.0.2", GLOO_SOCKET_IFNAME="^lo"),  # NCCL syntax, Gloo cannot find it
+                   _comm_facts("198.18.0.2", HCCL_IF_IP="198.18.0.99"),  # not this node's address
+                   _comm_facts("198.18.0.2", HCCL_SOCKET_IFNAME="ib"),  # selects nothing
+                   dataclasses.replace(_comm_facts("198.18.0.2"), ip_error="neither ip nor /sys/class/net")):
+        assert sorted(S.plan(_facts_ctx(**{**fine, "a": broken}))) == ["b", "c"], broken.env
+    assert sorted(S.plan(_facts_ctx(b=fine["b"], c=fine["c"]))) == ["b", "c"]  # a's facts absent: not preferred
+    # fewer than two fine: filled up in order
+    assert sorted(S.plan(_facts_ctx(c=fine["c"]))) == ["a", "c"]
 
 
 def test_plan_named_nodes_and_their_problems():
