@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Status, passed
 from preflight.checkhelpers import worst
 from preflight.nvidia import nvidia_smi, probes as nv
-from preflight.nvidia.pyprobe import python_problem, python_probe, read_python
+from preflight.nvidia.pyprobe import python_probe, python_problems, read_python
 
 ID = "cuda.env"
 SCOPE = "node"
@@ -113,10 +113,8 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     if facts.tool_error is not None:
         return [facts.tool_error]
     py = facts.python
-    problems: list[tuple[Status, str, str]] = []
-    if (p := python_problem(py, facts.python_error, node)) is not None:
-        problems.append(p)
-    else:
+    problems = python_problems(facts, node)
+    if not problems:
         assert py is not None
         if not py.get("version_file"):
             problems.append((Status.FAIL, f"torch {py.get('torch')}: no `cuda =` line in torch/version.py, so no CUDA build "

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Status, passed
-from preflight.nvidia.pyprobe import python_problem, python_probe, read_python
+from preflight.nvidia.pyprobe import python_probe, python_problems, read_python
 from preflight.checkhelpers import worst
 
 ID = "cuda.torch"
@@ -74,10 +74,8 @@ def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
     py = facts.python
-    problems: list[tuple[Status, str, str]] = []
-    if (p := python_problem(py, facts.python_error, node)) is not None:
-        problems.append(p)
-    else:
+    problems = python_problems(facts, node)
+    if not problems:
         assert py is not None
         if not py.get("cuda_available"):
             build = py.get("torch_cuda") or "none (CPU-only build)"

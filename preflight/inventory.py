@@ -17,7 +17,7 @@ import yaml
 
 from . import inventory_ansible, inventory_ini, inventory_ranktable, nodeset, redact
 from .container import RUNTIMES, Container
-from .errors import InventoryError  # defined there so config.py needs no YAML; importers use this name
+from .errors import InventoryError, read_text  # InventoryError defined there so config.py needs no YAML
 from .node import JumpHop, Node, parse_jump
 
 if TYPE_CHECKING:
@@ -742,14 +742,7 @@ def _after_path(p: Path, exc: InventoryError) -> str:
 def load(path: str | os.PathLike, limit: str | None = None, ssh_config: str | None = None) -> Inventory:
     """Read, validate and expand an inventory. Raises InventoryError (one line) on any problem."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InventoryError(f"{p}: cannot read inventory: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InventoryError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    text = read_text(p, "inventory", InventoryError)
     ctx = _Ctx(p)
     fmt, entries, top, origins = _read(p, text, ctx)
     seen: dict[str, int] = {}
@@ -768,7 +761,8 @@ def load(path: str | os.PathLike, limit: str | None = None, ssh_config: str | No
     cfg = _ssh_config(ssh_config)
     top_checks = {"checks": {k: dict(v) for k, v in top["checks"].items()}}
     nodes = tuple(_node(n, _merge(top_checks, s), line, cfg, f"{p}:{line}") for n, s, line in entries)
-    return Inventory(path=str(p), sha256=hashlib.sha256(raw).hexdigest(), nodes=nodes,
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()  # the file's bytes (strict UTF-8 round-trips)
+    return Inventory(path=str(p), sha256=digest, nodes=nodes,
                      cluster=top["cluster"], checks={k: dict(v) for k, v in top["checks"].items()},
                      job=dict(top["job"]) if top["job"] else None, fmt=fmt,
                      origins={n: o for n, o in origins.items() if n in {e[0] for e in entries}})

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import read_text
+
 VERSIONS = ("1.0", "1.2")  # 2.0 (Atlas 950: rank_list/level_list) is another format, not read here
 SUPERPOD_VERSION = "1.2"
 COMPLETED = "completed"  # the writer (Ascend Operator, hccl_tools) is done; "initializing" is not
@@ -91,15 +93,7 @@ def load(path: str | Path) -> RankTable:
     p = Path(path)
     if not p.name.endswith(SUFFIX) or p.name == SUFFIX:
         raise RankTableError(f"{p}: HCCL loads a rank table only from a file named *{SUFFIX}")
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise RankTableError(f"{p}: cannot read rank table: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RankTableError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    return parse(text, str(p))
+    return parse(read_text(p, "rank table", RankTableError), str(p))
 
 
 def parse(text: str, path: str = "rank table") -> RankTable:

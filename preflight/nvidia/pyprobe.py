@@ -34,12 +34,15 @@ def read_python(out: CommandOutput | None, mark: str) -> tuple[dict[str, Any] | 
         raise ParseError(f"{mark.strip('@ ')}: the python probe printed an unreadable line", line) from None
 
 
-def python_problem(py: dict[str, Any] | None, python_error: str | None, node) -> tuple[Status, str, str] | None:
-    """The fail of a python that did not run or has no torch."""
+def python_problems(facts: Any, node) -> list[tuple[Status, str, str]]:
+    """The opening of cuda.env's and cuda.torch's evaluate: [the fail of a python that did not run
+    (`facts.python` None, `facts.python_error` why) or has no torch], or [] when its answer
+    (`facts.python`) can be judged."""
+    py = facts.python
     if py is None:
-        return (Status.FAIL, f"{node.python} did not run in the launch environment: {python_error}",
-                "Set `python:` for this node to the interpreter that has torch (e.g. /opt/conda/bin/python3)")
+        return [(Status.FAIL, f"{node.python} did not run in the launch environment: {facts.python_error}",
+                 "Set `python:` for this node to the interpreter that has torch (e.g. /opt/conda/bin/python3)")]
     if py.get("error"):
-        return (Status.FAIL, f"torch not importable by {node.python}: {py['error']}",
-                f"Install torch with CUDA for this python: `{node.python} -m pip install torch`")
-    return None
+        return [(Status.FAIL, f"torch not importable by {node.python}: {py['error']}",
+                 f"Install torch with CUDA for this python: `{node.python} -m pip install torch`")]
+    return []
