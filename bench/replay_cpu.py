@@ -205,11 +205,10 @@ def varied(text: str, index: int) -> str:
     of each NPU's Power(W) in `npu-smi info` spell the clone's index, and each optical lane's
     power (`hccn_tool -optical -g`, 64 a node) gets its own last three digits. Without it every
     clone of a template prints the same texts, and a parser cached on its text (npu_smi.parse_info,
-    cached for the checks of one node) would parse once per template, not once per node, and
-    hccn.optical_value (cached for the thresholds every module prints alike) would read each
-    template's powers once: on a real cluster each module prints its own."""
+    cached for the readers of one node's table) would parse once per template, not once per node:
+    on a real cluster each node and each module prints its own."""
     doc = json.loads(text)
-    out = doc.get("npu-smi info")
+    out = next((o for c, o in doc.items() if c.endswith("npu-smi info")), None)  # `LC_ALL=C npu-smi info`
     if isinstance(out, dict) and isinstance(out.get("stdout"), str):
         digits = iter(f"{index:08d}"[::-1])
         out["stdout"] = NPU_POWER.sub(lambda m: m.group(1) + next(digits, m.group(2)), out["stdout"])
