@@ -171,7 +171,11 @@ def _process(line: str) -> Process:
 def parse_info(text: str) -> InfoTable:
     """The default `npu-smi info` table. Lines outside the table (driver log lines) are ignored.
 
-    Cached (the result is frozen): npu.health, npu.idle and every hccn.* check read the same table."""
+    Cached on the text (the result is frozen, its lists tuples): npu.idle parses a node's table, which
+    npu.health and the hccn.* checks USE (probes.npu_table); env.consistency, a cluster check whose
+    node probes are handed no used facts, reads the same text again in its follow-up and in its
+    parse (hccn_common.table_of). The cache buys about 1.0 M instructions a node after the bytes
+    (docs/PERFORMANCE.md §4); parse_info.__wrapped__ is the same parser uncached."""
     # table lines begin with | or +, rarely indented: only the others are left-stripped to see
     lines = [ln.rstrip() for ln in text.splitlines()
              if ln.startswith(_TABLE_EDGES) or ln.lstrip().startswith(_TABLE_EDGES)]

@@ -41,6 +41,21 @@ def test_table_layouts(name):
     assert all(c.health == "OK" for c in table.chips)
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_cached_table_is_the_plain_parsers_and_cannot_be_changed(name):
+    """parse_info is cached on the text (env.consistency reads the table npu.idle read, docs/PERFORMANCE.md
+    §4): what it returns equals the uncached parser's answer, and the one table its readers share
+    cannot be changed by any of them."""
+    import dataclasses
+
+    text = table_text(name)
+    table = npu_smi.parse_info(text)
+    assert table == npu_smi.parse_info.__wrapped__(text)
+    assert all(isinstance(getattr(table, f), tuple) for f in ("chips", "processes", "idle_npus"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        table.chips[0].health = "Alarm"  # type: ignore[misc]
+
+
 def test_five_digit_used_value_touching_slash():
     chip = npu_smi.parse_info(table_text("npu-smi_info__910B3_8card_1proc__vllm-ascend-6512.txt")).chips[2]
     assert (chip.hbm_used_mb, chip.hbm_total_mb) == (41052, 65536)
