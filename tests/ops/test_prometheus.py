@@ -109,32 +109,48 @@ def test_format_prometheus_needs_output(tmp_path):
     assert r.exit_code == 2 and "--format prometheus needs --output" in r.output
 
 
-def test_names_answer_each_name_for_itself():
-    """metric_name and the label keys: each name and unit gets its own spelling back, whatever was
-    asked in between."""
-    from preflight.report import prometheus as prom
-
-    assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
-    assert prom.metric_name("optical_rx_power", "C") == ("preflight_optical_rx_power_celsius", 1.0)
-    assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
-    labels = prom._metric_labels("n1", "c", {"node": "x", "lane": 1})
-    assert labels == {"node": "n1", "check": "c", "lane": "1", "metric_node": "x"}
-    assert prom.metric_name("a-b", "") == ("preflight_a_b", 1.0)
-    assert prom.metric_name("optical_rx_power", "mW") == ("preflight_optical_rx_power_watts", 1e-3)
-    assert prom.escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd' and prom.escape_label("plain") == "plain"
+def _written(tmp_path, metrics: list[dict], node: str = "n1", check: str = "c") -> list[str]:
+    """The sample lines of the .prom file prometheus.write makes of one result carrying `metrics`."""
+    target = tmp_path / "preflight.prom"
+    prometheus.write(make_report(extra=[Result(check, node, Status.PASS, "ok", {"metrics": metrics})]), target)
+    text = target.read_text()
+    _parse(text)
+    return [line for line in text.splitlines() if not line.startswith("#")]
 
 
-def test_metric_label_text_kept_only_for_text_labels():
-    """A metric's own label text: the same label set spelled the same every time, another set its own text; values that are equal but print
-    differently (1, True, 1.0) are each spelled as they print, whatever was asked before."""
-    from preflight.report import prometheus as prom
+def _metric(name: str, value: float = 1, unit: str = "", **labels) -> dict:
+    return {"name": name, "value": value, "unit": unit, "labels": labels}
 
-    spelled = prom._label_text(prom._own_labels({"lane": "1", "device": "0"}))
-    assert spelled == 'device="0",lane="1"'
-    for _ in range(2):
-        assert prom._own_text({"device": "0", "lane": "1"}) == spelled
-        assert prom._own_text({"lane": "1", "device": "0"}) == spelled
-    assert prom._own_text({"device": "0", "lane": "2"}) == 'device="0",lane="2"'
-    assert [prom._own_text({"lane": v}) for v in (1, True, 1.0, "1")] == \
-        ['lane="1"', 'lane="True"', 'lane="1.0"', 'lane="1"']
-    assert prom._own_text({"node": 'a"b'}) == 'metric_node="a\\"b"'
+
+def test_names_answer_each_name_for_itself(tmp_path):
+    """A metric's name and unit, and its label names: each gets its own spelling in the file,
+    whatever was written in between; a label named like ours is renamed, never overwrites it."""
+    lines = _written(tmp_path, [_metric("optical_rx_power", 2, "mW"), _metric("optical_rx_power", 30, "C"),
+                                _metric("a-b", 5), _metric("optical_rx_power", 4, "mW", lane="0"),
+                                _metric("hbm", 7, node="x", lane=1)])
+    assert 'preflight_optical_rx_power_watts{node="n1",check="c"} 0.002' in lines
+    assert 'preflight_optical_rx_power_celsius{node="n1",check="c"} 30' in lines
+    assert 'preflight_a_b{node="n1",check="c"} 5' in lines
+    assert 'preflight_optical_rx_power_watts{node="n1",check="c",lane="0"} 0.004' in lines
+    assert 'preflight_hbm{node="n1",check="c",lane="1",metric_node="x"} 7' in lines
+    escaped = _written(tmp_path, [_metric("path", 1, where='a"b\\c\nd'), _metric("plain", 1, where="plain")])
+    assert 'preflight_path{node="n1",check="c",where="a\\"b\\\\c\\nd"} 1' in escaped
+    assert 'preflight_plain{node="n1",check="c",where="plain"} 1' in escaped
+
+
+def test_metric_label_text_kept_only_for_text_labels(tmp_path):
+    """A metric's own labels in the file: the same label set spelled the same every time, in name
+    order whatever the order given, another set its own text; values that are equal but print
+    differently (1, True, 1.0) are each spelled as they print, whatever was written before."""
+    lines = _written(tmp_path, [_metric("m1", 1, lane="1", device="0"), _metric("m2", 2, device="0", lane="1"),
+                                _metric("m3", 3, lane="1", device="0"), _metric("m4", 4, device="0", lane="2"),
+                                _metric("v1", 1, lane=1), _metric("v2", 1, lane=True), _metric("v3", 1, lane=1.0),
+                                _metric("v4", 1, lane="1"), _metric("q", 1, node='a"b')])
+    lead = 'node="n1",check="c"'
+    for name, value in (("m1", 1), ("m2", 2), ("m3", 3)):
+        assert f'preflight_{name}{{{lead},device="0",lane="1"}} {value}' in lines
+    assert f'preflight_m4{{{lead},device="0",lane="2"}} 4' in lines
+    assert [line for line in lines if line.startswith("preflight_v")] == \
+        [f'preflight_v1{{{lead},lane="1"}} 1', f'preflight_v2{{{lead},lane="True"}} 1',
+         f'preflight_v3{{{lead},lane="1.0"}} 1', f'preflight_v4{{{lead},lane="1"}} 1']
+    assert f'preflight_q{{{lead},metric_node="a\\"b"}} 1' in lines
