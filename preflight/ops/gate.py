@@ -158,7 +158,7 @@ def slurm_actions(report: Report, drain: bool, resume: bool, drain_unreachable: 
 
     from ..slurm import commands, drain as drain_mod
     states = commands.node_states([n.name for n in report.nodes])
-    actions = drain_mod.plan(report, states, drain, resume, drain_unreachable, strict)
+    actions = drain_mod.decide(report, states, drain, resume, drain_unreachable, strict)
     if only is not None:
         actions = [a if a.verb != "drain" or a.node in only else
                    dataclasses.replace(a, verb="none", note=f"not drained: its failures need none of --drain-on's "

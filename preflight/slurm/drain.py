@@ -2,7 +2,7 @@
 node-mark-online): a node is only ever resumed by the tool that drained it, recognised by the
 prefix of its reason, and a node already offline for someone else's reason is left alone.
 
-`plan()` is pure: the gate's report + Slurm's view of the nodes -> one Action per node (drain,
+`decide()` is pure: the gate's report + Slurm's view of the nodes -> one Action per node (drain,
 resume, or nothing with a note saying why). `apply()` runs the actions' scontrol lines, stopping
 at the first refusal, so a user who is not an operator gets one line and nothing half-done
 beyond what Slurm already accepted. The rule, item by item: docs/SLURM.md §2.
@@ -114,8 +114,8 @@ def not_passed_again(report: Report, node: str, checks: Sequence[str], strict: b
     return missing
 
 
-def plan(report: Report, slurm: dict[str, SlurmNode], drain: bool, resume: bool,
-         drain_unreachable: bool = False, strict: bool = False) -> list[Action]:
+def decide(report: Report, slurm: dict[str, SlurmNode], drain: bool, resume: bool,
+           drain_unreachable: bool = False, strict: bool = False) -> list[Action]:
     bad = findings(report, strict)
     actions = []
     for n in report.nodes:

@@ -40,26 +40,26 @@ def test_plan_follows_nhcs_rule():
                          unreachable={"node04"})
     slurm = _slurm(node01=("drain", "preflight: hccn.link old finding"), node02=("idle", None),
                    node03=("down*", "power supply"), node04=("idle", None))
-    acts = {a.node: a for a in drain.plan(report, slurm, drain=True, resume=False)}
+    acts = {a.node: a for a in drain.decide(report, slurm, drain=True, resume=False)}
     assert acts["node01"].verb == "resume" and acts["node01"].line == "scontrol update NodeName=node01 State=RESUME"
     assert acts["node02"].verb == "drain"
     assert acts["node02"].line == "scontrol update NodeName=node02 State=DRAIN 'Reason=preflight: hccn.link device 5 link DOWN'"
     assert acts["node03"].verb == "none" and "not ours" in acts["node03"].note
     assert acts["node04"].verb == "none" and "--drain-unreachable" in acts["node04"].note
-    acts = {a.node: a for a in drain.plan(report, slurm, drain=True, resume=False, drain_unreachable=True)}
+    acts = {a.node: a for a in drain.decide(report, slurm, drain=True, resume=False, drain_unreachable=True)}
     assert acts["node04"].verb == "drain" and acts["node04"].reason.startswith("preflight: ssh.connect unreachable")
     # --resume alone drains nothing; without either flag nothing at all is done
-    assert {a.verb for a in drain.plan(report, slurm, drain=False, resume=True)} == {"resume", "none"}
-    assert {a.verb for a in drain.plan(report, slurm, drain=False, resume=False)} == {"none"}
+    assert {a.verb for a in drain.decide(report, slurm, drain=False, resume=True)} == {"resume", "none"}
+    assert {a.verb for a in drain.decide(report, slurm, drain=False, resume=False)} == {"none"}
 
 
 def test_plan_leaves_a_node_already_drained_with_the_same_reason():
     report = make_report(nodes=["node01"], fail={"node01": "hccn.link"})
     same = _slurm(node01=("drain", "preflight: hccn.link device 5 link DOWN"))
-    assert [a.verb for a in drain.plan(report, same, drain=True, resume=False)] == ["none"]
+    assert [a.verb for a in drain.decide(report, same, drain=True, resume=False)] == ["none"]
     newer = _slurm(node01=("drain", "preflight: npu.health old"))
-    assert [a.verb for a in drain.plan(report, newer, drain=True, resume=False)] == ["drain"]
-    assert [a.verb for a in drain.plan(report, {}, drain=True, resume=False)] == ["none"]  # not a Slurm node
+    assert [a.verb for a in drain.decide(report, newer, drain=True, resume=False)] == ["drain"]
+    assert [a.verb for a in drain.decide(report, {}, drain=True, resume=False)] == ["none"]  # not a Slurm node
 
 
 def test_a_node_is_resumed_only_when_the_checks_that_drained_it_passed_again():
@@ -68,17 +68,17 @@ def test_a_node_is_resumed_only_when_the_checks_that_drained_it_passed_again():
     only_connect = make_report(nodes=["node01"])
     only_connect = dataclasses.replace(only_connect, results=tuple(r for r in only_connect.results if r.check == "ssh.connect"))
     idle = _slurm(node01=("drain", "preflight: npu.idle device 2 runs pid 4411"))
-    act, = drain.plan(only_connect, idle, drain=True, resume=True)
+    act, = drain.decide(only_connect, idle, drain=True, resume=True)
     assert act.verb == "none" and "npu.idle did not run again and pass" in act.note
     both = _slurm(node01=("drain", "preflight: hccn.link,npu.idle device 5 link DOWN"))
-    act, = drain.plan(make_report(nodes=["node01"]), both, drain=True, resume=True)  # hccn.link passed, npu.idle absent
+    act, = drain.decide(make_report(nodes=["node01"]), both, drain=True, resume=True)  # hccn.link passed, npu.idle absent
     assert act.verb == "none" and act.note.endswith("npu.idle did not run again and pass")
     passed = make_report(nodes=["node01"], extra=[Result("npu.idle", "node01", Status.PASS, "no process")])
-    assert [a.verb for a in drain.plan(passed, both, drain=True, resume=True)] == ["resume"]
+    assert [a.verb for a in drain.decide(passed, both, drain=True, resume=True)] == ["resume"]
     skipped = make_report(nodes=["node01"], extra=[Result("npu.idle", "node01", Status.SKIP, "busy")])
-    assert [a.verb for a in drain.plan(skipped, both, drain=True, resume=True)] == ["none"]
+    assert [a.verb for a in drain.decide(skipped, both, drain=True, resume=True)] == ["none"]
     by_hand = _slurm(node01=("drain", "preflight: an older finding"))
-    act, = drain.plan(passed, by_hand, drain=True, resume=True)
+    act, = drain.decide(passed, by_hand, drain=True, resume=True)
     assert act.verb == "none" and "resume it by hand" in act.note
 
 
@@ -87,11 +87,11 @@ def test_the_reason_names_every_failed_check_and_an_acknowledged_failure_drains_
     report = make_report(nodes=["node01", "node02"], fail={"node01": "hccn.link"},
                          extra=[Result("npu.idle", "node01", Status.FAIL, "pid 7", remediation="x"),
                                 Result("npu.idle", "node02", Status.FAIL, "pid 8", remediation="x", ack={"by": "ops"})])
-    acts = {a.node: a for a in drain.plan(report, _slurm(node01=("idle", None), node02=("idle", None)), True, False)}
+    acts = {a.node: a for a in drain.decide(report, _slurm(node01=("idle", None), node02=("idle", None)), True, False)}
     assert acts["node01"].reason == "preflight: hccn.link,npu.idle device 5 link DOWN"
     assert drain.drained_by(acts["node01"].reason) == ["hccn.link", "npu.idle"]
     assert "node02" not in acts  # its only failure is acknowledged: the gate says READY for it; no action
-    strict = {a.node: a for a in drain.plan(report, _slurm(node01=("idle", None), node02=("idle", None)), True, False,
+    strict = {a.node: a for a in drain.decide(report, _slurm(node01=("idle", None), node02=("idle", None)), True, False,
                                             strict=True)}
     assert strict["node02"].verb == "drain"
 
@@ -105,7 +105,7 @@ def test_reason_is_one_bounded_line():
 def test_apply_stops_at_the_first_refusal():
     from preflight.slurm.commands import EXIT_SLURM_DENIED, SlurmError
     report = make_report(nodes=["node01", "node02"], fail={"node01": "hccn.link", "node02": "hccn.link"})
-    acts = drain.plan(report, _slurm(node01=("idle", None), node02=("idle", None)), drain=True, resume=False)
+    acts = drain.decide(report, _slurm(node01=("idle", None), node02=("idle", None)), drain=True, resume=False)
     ran = []
 
     def refuse(argv):
@@ -341,5 +341,5 @@ def test_a_redrain_keeps_the_checks_that_have_not_passed_since():
     """Drained for npu.idle; a later gate that runs only hccn.link finds it failing: the new Reason
     still names npu.idle (it never ran again), so passing hccn.link alone cannot resume the node."""
     report = make_report(nodes=["node01"], fail={"node01": "hccn.link"})
-    act, = drain.plan(report, _slurm(node01=("drain", "preflight: npu.idle pid 7")), drain=True, resume=False)
+    act, = drain.decide(report, _slurm(node01=("drain", "preflight: npu.idle pid 7")), drain=True, resume=False)
     assert act.verb == "drain" and drain.drained_by(act.reason) == ["hccn.link", "npu.idle"]
