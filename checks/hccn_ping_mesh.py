@@ -94,7 +94,7 @@ def device_ips(ctx: ClusterContext) -> dict[Endpoint, str]:
     return out
 
 
-def pair_plan(ips: dict[Endpoint, str], cross_rail: bool, max_pairs: int) -> list[tuple[Endpoint, Endpoint]]:
+def ping_pairs(ips: dict[Endpoint, str], cross_rail: bool, max_pairs: int) -> list[tuple[Endpoint, Endpoint]]:
     """Ordered endpoint pairs across nodes: per rail (ring-spread sampling as net.ping_mesh), or all
     device pairs between different nodes with `cross_rail`."""
     if cross_rail:
@@ -139,7 +139,7 @@ def plan(ctx: ClusterContext) -> dict[str, dict[str, Probe]]:
     p = ctx.params
     ips = device_ips(ctx)
     jobs: dict[str, dict[int, list[tuple[str, int, str]]]] = {}
-    for (sn, sd), (tn, td) in pair_plan(ips, bool(p.get("cross_rail")), int(p.get("max_pairs") or 0)):
+    for (sn, sd), (tn, td) in ping_pairs(ips, bool(p.get("cross_rail")), int(p.get("max_pairs") or 0)):
         jobs.setdefault(sn, {}).setdefault(sd, []).append((tn, td, ips[(tn, td)]))
     out = {}
     for node, per_dev in jobs.items():

@@ -237,6 +237,14 @@ def test_a_check_of_its_own_upper_case_names_loads():
         refuse_misspelt_names(ALL[cid].module)
 
 
+@pytest.mark.parametrize("cid", IDS)
+def test_a_node_check_names_no_function_plan(cid):
+    """plan(ctx) is the cluster hook (targeted probes): a node check's own helper has a name that
+    says what it does (net.ports' ports_to_bind), so the word keeps one meaning."""
+    if ALL[cid].scope == "node":
+        assert not hasattr(ALL[cid].module, "plan"), f"{cid}: plan is the cluster hook's name"
+
+
 def test_on_busy_report_needs_a_busy_function():
     import types
 

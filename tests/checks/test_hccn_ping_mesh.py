@@ -35,7 +35,7 @@ def fake_planned(ctx, body_for):
     """Outputs in the script's framing, one body per planned call (body_for(src, dst) -> template)."""
     ips = H.device_ips(ctx)
     planned = {}
-    for src, dst in H.pair_plan(ips, bool(ctx.params["cross_rail"]), int(ctx.params["max_pairs"])):
+    for src, dst in H.ping_pairs(ips, bool(ctx.params["cross_rail"]), int(ctx.params["max_pairs"])):
         text = planned.get(src[0], "")
         body = body_for(src, dst).format(d=src[1], ip=ips[dst])
         text += f"{H.MARK} {src[1]} {dst[0]} {dst[1]} {ips[dst]} rc=0\n{body}"
@@ -49,15 +49,15 @@ def run(ctx, body_for=lambda s, d: OK):
 
 
 def test_same_rail_plan():
-    prs = H.pair_plan(H.device_ips(ctx_for(3, 2)), False, 0)
+    prs = H.ping_pairs(H.device_ips(ctx_for(3, 2)), False, 0)
     assert len(prs) == 2 * 3 * 2 and all(a[1] == b[1] and a[0] != b[0] for a, b in prs)
 
 
 def test_cross_rail_plan_and_sampling():
     ips = H.device_ips(ctx_for(3, 2))
-    assert len(H.pair_plan(ips, True, 0)) == 6 * 4
-    assert len(H.pair_plan(ips, True, 10)) == 10
-    sampled = H.pair_plan(H.device_ips(ctx_for(16, 8)), False, 8 * 16 * 2)
+    assert len(H.ping_pairs(ips, True, 0)) == 6 * 4
+    assert len(H.ping_pairs(ips, True, 10)) == 10
+    sampled = H.ping_pairs(H.device_ips(ctx_for(16, 8)), False, 8 * 16 * 2)
     assert len(sampled) == 8 * 16 * 2  # every device pings 2 peers of its rail
 
 
@@ -97,7 +97,7 @@ def test_duplicated_device_ip_shows_as_failure_elsewhere():
     # a duplicated IP (node03 dev 0 = node01 dev 0): node02's pings to it answer from one of them;
     # env.consistency names the duplicate. Here only the plan shape is checked: both are targets.
     c = ctx_for(3, ips={("node03", 0): "192.168.0.1"})
-    targets = [d for s, d in H.pair_plan(H.device_ips(c), False, 0) if s == ("node02", 0)]
+    targets = [d for s, d in H.ping_pairs(H.device_ips(c), False, 0) if s == ("node02", 0)]
     assert sorted(targets) == [("node01", 0), ("node03", 0)]
 
 
