@@ -93,6 +93,10 @@ Faults (``c.inject(node, NAME, **params)`` or a spec's ``faults:``; device = log
     link_throttle    rate (100mbit), ingress      tc tbf on the node's eth0 egress; ingress: through an ifb
                                                  device too (netns mode; this kernel has tbf/ifb, no netem)
     link_loss        percent (5)                 random drop of received TCP but ssh (iptables statistic)
+    link_drop        after (0.5), duration (25)  `after` s after each rank on the node connects to its
+                                                 peers (its collective under way), eth0 drops every packet
+                                                 but ssh's for `duration` s (a watcher in its netns; reset
+                                                 stops it): the link goes in the middle of the collective
     collective_wrong_sum                         set_env.sh loads a test-only sitecustomize on that node:
                                                  torch.distributed.all_reduce adds 1 to its contribution
     no_torch                                     the same hook takes site-packages off sys.path: no torch

@@ -521,6 +521,12 @@ class Cluster:
     def _apply(self, name: str, st: dict[str, Any]) -> None:
         n = self.node(name)
         write_tree(n.dir, st, n.ascend_home)
+        # the link_drop watcher: stopped (its rules with it) before the network is made to match
+        want_drop = st["net"].get("link_drop") if n.namespace else None
+        watchers = [r for r in self._procs(name, "link_drop") if procs.alive(r)]
+        if [r for r in watchers if r.get("params") != want_drop]:
+            self._stop(watchers)
+            watchers = []
         if n.namespace:
             applied = self.rec["applied_net"].get(name)
             baseline = {"down_addrs": [], "drop": [], "iface_down": False, "roce_down": []}
@@ -528,6 +534,12 @@ class Cluster:
                 netns.apply_net(n.namespace, st, self.rec["device_prefixlen"])
                 self.rec["applied_net"][name] = st["net"]
                 self._save()
+        if want_drop and not watchers:
+            argv = ["ip", "netns", "exec", n.namespace, sys.executable, "-c", netns.LINK_DROP_WATCHER,
+                    str(want_drop["after"]), str(want_drop["duration"])]
+            pw = procs.spawn(argv, n.dir / "link_drop.log")
+            self.rec["procs"].append(procs.describe(pw.pid, "link_drop", n.name) | {"params": want_drop})
+            self._save()
         # listeners (ports held by a stray process)
         running = {r["port"]: r for r in self._procs(name, "listener") if procs.alive(r)}
         stale = [r for p, r in running.items() if p not in st["listeners"]]

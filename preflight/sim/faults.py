@@ -309,6 +309,19 @@ def link_loss(state: dict, p: dict) -> None:
     state["net"]["loss"] = pct
 
 
+def link_drop(state: dict, p: dict) -> None:
+    """The node's host link drops in the middle of a collective: `after` seconds after each rank on
+    the node makes its first peer connection (Gloo's pair connections: its collective is under
+    way), every packet on eth0 but SSH's is dropped for `duration` seconds, then the link comes back
+    (a watcher in the node's namespace, netns.LINK_DROP_WATCHER; `sim reset` stops it and takes its
+    rules away). SSH is spared as a management network would be: the rank's outcome comes back, as
+    it would from a real node whose training link went down."""
+    after, duration = float(p.get("after", 0.5)), float(p.get("duration", 25))
+    if not 0 <= after <= 300 or not 0 < duration <= 600:
+        raise ValueError("after must be 0-300 seconds and duration 0-600 seconds (bounded: the link comes back)")
+    state["net"]["link_drop"] = {"after": after, "duration": duration}
+
+
 def _hook(state: dict, name: str) -> None:
     hooks = state.setdefault("hooks", [])
     if name not in hooks:
@@ -359,6 +372,7 @@ FAULTS: dict[str, tuple[Callable[[dict, dict], None], set[str], set[str], bool]]
     "roce_netdev_down": (roce_netdev_down, {"ca"}, set(), True),
     "link_throttle": (link_throttle, {"rate", "ingress"}, set(), True),
     "link_loss": (link_loss, {"percent"}, set(), True),
+    "link_drop": (link_drop, {"after", "duration"}, set(), True),
     "collective_wrong_sum": (collective_wrong_sum, set(), set(), False),
     "no_torch": (no_torch, set(), set(), False),
 }

@@ -293,3 +293,92 @@ def _apply_shaping(ns: str, throttle: dict[str, Any] | None) -> None:
 
 def _has_iptables() -> bool:
     return shutil.which("iptables-restore") is not None
+
+
+# The link_drop fault's watcher, run as root inside the node's namespace (`ip netns exec NS python
+# -c LINK_DROP_WATCHER AFTER DURATION`). A process of this namespace whose command line names the
+# smoke test's rank script is a rank; once it holds its first peer connection (an established TCP
+# connection with both ports in the kernel's ephemeral range: Gloo's pair connections, made in
+# init_process_group, never the rendezvous store's port-range port or SSH's 22), its collective is
+# under way, and a window [then + AFTER, then + AFTER + DURATION) opens in which every packet on
+# eth0 but SSH's is dropped. Outside the windows the link is whole; SIGTERM (sim reset) takes the
+# rules away. The rank script's name is split in the source so that the watcher's own command line
+# never matches a rank (tests look for leftover ranks by that name).
+LINK_DROP_CHAIN = "PFLINKDROP"
+LINK_DROP_WATCHER = r"""
+import os, signal, subprocess, sys, time
+after, duration = float(sys.argv[1]), float(sys.argv[2])
+NAME = ("allreduce" + "_worker").encode()
+CHAIN, IF = "%s", "%s"
+me = os.readlink("/proc/self/ns/net")
+lo, hi = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+
+def ipt(*args):
+    return subprocess.run(["iptables", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+
+def link(down, why=""):
+    for hook, way in (("INPUT", "-i"), ("OUTPUT", "-o")):
+        while ipt("-D", hook, way, IF, "-j", CHAIN) == 0:
+            pass
+        if down:
+            ipt("-I", hook, "1", way, IF, "-j", CHAIN)
+    print(time.strftime("%%H:%%M:%%S"), "link", "down" if down else "up", why, flush=True)
+
+def stop(*_):
+    link(False, "(stopped)")
+    ipt("-F", CHAIN)
+    ipt("-X", CHAIN)
+    sys.exit(0)
+
+def ranks():
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if os.readlink("/proc/%%s/ns/net" %% pid) == me and NAME in open("/proc/%%s/cmdline" %% pid, "rb").read():
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+def peer_connected(pid):
+    try:
+        inodes = {t[8:-1] for t in (os.readlink("/proc/%%s/fd/%%s" %% (pid, fd)) for fd in os.listdir("/proc/%%s/fd" %% pid))
+                  if t.startswith("socket:[")}
+    except OSError:
+        return False
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = open("/proc/%%s/net/%%s" %% (pid, table)).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if len(f) > 9 and f[3] == "01" and f[9] in inodes:
+                lp, rp = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16)
+                if lo <= lp <= hi and lo <= rp <= hi:
+                    return True
+    return False
+
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+ipt("-N", CHAIN)
+ipt("-F", CHAIN)
+for rule in (["-p", "tcp", "--dport", "22", "-j", "RETURN"], ["-p", "tcp", "--sport", "22", "-j", "RETURN"], ["-j", "DROP"]):
+    ipt("-A", CHAIN, *rule)
+triggered, windows, down = set(), [], False
+while True:
+    now = time.monotonic()
+    for pid in ranks():
+        if pid not in triggered and peer_connected(pid):
+            triggered.add(pid)
+            windows.append((now + after, now + after + duration))
+            print(time.strftime("%%H:%%M:%%S"), "rank", pid, "connected to its peers", flush=True)
+    windows = [w for w in windows if w[1] > now]
+    want = any(a <= now < b for a, b in windows)
+    if want != down:
+        link(want)
+        down = want
+    time.sleep(0.1)
+""" % (LINK_DROP_CHAIN, HOST_IFACE)

@@ -1,7 +1,8 @@
 """smoke.allreduce `mode: all` on an 8-node simulated cluster: real sshd nodes in network namespaces,
 real gloo, faults on real traffic and on a node's own interpreter.
 
-Each test injects one fault (a tc tbf throttle on a node's link, a test-only sitecustomize that
+Each test injects one fault (a tc tbf throttle on a node's link, random loss of what it receives,
+its link dropping in the middle of every collective it joins, a test-only sitecustomize that
 makes one node's all_reduce contribution wrong, a node whose python has no torch), runs only
 smoke.allreduce through the real runner and SSH transport, and checks that the fault is found on
 its node only, within ceil(log2 8) + 2 = 5 rounds, that a healthy cluster is never blamed, and that
@@ -39,6 +40,7 @@ N = 8
 # where healthy groups agree within a few percent); a 50 mbit/s link is at 0.04x or less.
 PARAMS = {"mode": "all", "size_mib": 2, "iters": 3, "warmup": 1, "rendezvous_timeout_s": 30,
           "run_timeout_s": 60, "startup_s": 40, "slow_fraction": 0.8}
+LOSS_PERCENT = 30  # link_loss: received TCP but SSH dropped at random
 
 
 def run_all(cluster, tmp_path: Path, params=None, deadline=None):
@@ -217,3 +219,39 @@ def test_ctrl_c_leaves_no_rank_or_temp_dir(sim_cluster, tmp_path, fault):
     dirs = watch.done()
     assert (tmp_path / "r.json").exists(), err[-500:]
     assert dirs and wait_clean(sim_cluster, dirs, 20) == []
+
+
+def test_lossy_node_is_found_alone(sim_cluster, tmp_path, fault):
+    """A share of what the node receives dropped at random (iptables statistic, SSH spared): its
+    TCP retransmits, its groups fall far under their round's median or fail; only it is blamed."""
+    bad = sim_cluster.nodes[4].name
+    fault(bad, "link_loss", percent=LOSS_PERCENT)
+    head, rows, _, used = run_all(sim_cluster, tmp_path)
+    assert blamed(head, rows) == [bad], head.summary
+    assert rows[bad].details["why"] in ("slow", "fail"), rows[bad].summary
+    assert head.details["rounds"] <= isolate.round_bound(N) or head.details.get("lost")
+    assert len(head.details["good"]) == N - 1 or head.details.get("lost")
+    assert wait_clean(sim_cluster, used) == []
+
+
+def test_node_whose_link_drops_mid_collective_is_found_alone(sim_cluster, tmp_path, fault):
+    """link_drop: as soon as each of the node's ranks connects to its peers (its collective under
+    way), its link carries nothing but SSH for 25 s, past gloo's 20 s op timeout here, so every
+    collective it joins breaks in the middle; the outcome still comes back over SSH, and the link
+    is whole again before the next round. The collective is made long enough (32 MiB x 20) that
+    the watcher's poll lands inside it even for a pair: a node that passes once is proven correct
+    for good, so the drop must hit every collective it joins, the whole one first. Only that node
+    is blamed, within the bound."""
+    bad = sim_cluster.nodes[3].name
+    fault(bad, "link_drop", after=0, duration=25)
+    head, rows, _, used = run_all(sim_cluster, tmp_path, params={"rendezvous_timeout_s": 20, "run_timeout_s": 40,
+                                                                 "size_mib": 32, "iters": 20})
+    log = (sim_cluster.node(bad).dir / "link_drop.log").read_text()
+    print(log[-1500:])
+    assert blamed(head, rows) == [bad], head.summary
+    assert rows[bad].details["why"] == "fail", rows[bad].summary
+    print("its last failed rank:", rows[bad].details["rank"]["phase"], rows[bad].details["rank"]["error"])
+    assert head.details["rounds"] <= isolate.round_bound(N) or head.details.get("lost")
+    assert len(head.details["good"]) == N - 1 or head.details.get("lost")
+    assert "connected to its peers" in log and "link down" in log  # the drop came mid-collective
+    assert wait_clean(sim_cluster, used) == []

@@ -3,7 +3,9 @@ the test-only interpreter hook its set_env.sh loads (preflight/sim/templates/sit
 
 This kernel has tbf, htb, ingress/clsact, u32, mirred and ifb built in and no netem, so a rate limit
 (and a rate limit on what a node receives, through an ifb device) is real here; random loss comes
-from iptables' statistic match. Each test reads the node's own state back (tc, iptables, python).
+from iptables' statistic match. A link that drops mid-collective is a watcher in the node's
+namespace that drops every packet but SSH's once a rank holds a peer connection, for a bounded
+time. Each test reads the node's own state back (tc, iptables, python, ping).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import sys
 
 import pytest
 
+from tests.sim.sshutil import Shell
 from tests.simfixtures import requires_netns
 
 pytestmark = requires_netns
@@ -76,3 +79,41 @@ def test_interpreter_hooks_through_set_env(sim_cluster):
         sim_cluster.reset()
     assert in_node(sim_cluster, a, probe).strip() == ""
     assert in_node(sim_cluster, b, reduce).strip() == "[1.0, 1.0, 1.0, 1.0]"
+
+
+def test_link_drop_drops_all_but_ssh_once_a_rank_talks_to_its_peers_and_comes_back(sim_cluster):
+    """link_drop: `after` s after a process naming the rank script in the node's namespace holds a
+    peer connection (both TCP ports ephemeral, as Gloo's pairs), eth0 drops every packet but SSH's
+    for `duration` s; then the link is whole again, and reset stops the watcher and its chain."""
+    import time
+    a, b = (n.name for n in sim_cluster.nodes)
+    a_ip = sim_cluster.node(a).host
+    ping = f"ping -c 1 -W 1 {a_ip} >/dev/null 2>&1 && echo reachable || echo dropped"
+    sim_cluster.inject(a, "link_drop", after=1, duration=4)
+    py = shlex.quote(sys.executable)
+    try:
+        time.sleep(1.0)  # the watcher is up (it makes its chain at start)
+        idle = f"{py} -c 'import time; time.sleep(6)' allreduce_worker.py"  # a rank still importing torch
+        sim_cluster.exec(a, f"{idle} >/dev/null 2>&1 &")
+        time.sleep(2.0)
+        assert in_node(sim_cluster, b, ping).strip() == "reachable"  # no peer connection yet: the link is whole
+        pair = (f"{py} -c 'import socket, time; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(1); "
+                f"c = socket.create_connection(s.getsockname()); p = s.accept(); time.sleep(8)' allreduce_worker.py")
+        sim_cluster.exec(a, f"{pair} >/dev/null 2>&1 &")  # a rank in its collective: a pair connection
+        time.sleep(2.5)
+        rules = in_node(sim_cluster, a, "iptables -S INPUT; iptables -S OUTPUT; iptables -S PFLINKDROP")
+        assert "-A INPUT -i eth0 -j PFLINKDROP" in rules and "-A OUTPUT -o eth0 -j PFLINKDROP" in rules, rules
+        assert "--dport 22 -j RETURN" in rules and "--sport 22 -j RETURN" in rules, rules
+        assert in_node(sim_cluster, b, ping).strip() == "dropped"
+        sh = Shell(sim_cluster)  # SSH over that same link still gets through
+        try:
+            assert sh.run(a, "echo ok")[1].strip() == "ok"
+        finally:
+            sh.close()
+        time.sleep(4.0)  # the window is over
+        assert in_node(sim_cluster, b, ping).strip() == "reachable"
+        assert "-j PFLINKDROP" not in in_node(sim_cluster, a, "iptables -S INPUT")
+    finally:
+        sim_cluster.reset(a)
+    assert "PFLINKDROP" not in in_node(sim_cluster, a, "iptables -S")
+    assert not [pid for pid, args in sim_cluster.node_processes(a) if "PFLINKDROP" in args]
