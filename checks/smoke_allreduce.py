@@ -50,7 +50,8 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
   slow with measured and expected busbw, the proven-good nodes beside it); a node whose rank
   cannot start (no torch, a taken port) is blamed without a collective; the cluster row lists the
   proven-good nodes. A whole selection that passed is surveyed once in up to four groups (slowness
-  needs peers). `fanout` (2), `max_rounds` (12), `budget_s` (1800) bound the isolation.
+  needs peers). `fanout` (2), `max_rounds` (12), `budget_s` (2400: a hung node among
+  256 needs 9 rounds of up to 210 s) bound the isolation.
 
 Why it matters: the last word before a launch. A collective that completes between two nodes with
 the job's own environment separates fabric and environment problems from model code
@@ -117,7 +118,7 @@ DEFAULTS: dict[str, Any] = {
     "slow_fraction": 0.3,  # slow: busbw under the round's median by more than this; null: no relative rule, no survey
     "fanout": 2,  # parts a failing group is split into per isolation round
     "max_rounds": 12,  # rounds of mode all, the whole collective included
-    "budget_s": 1800,  # no new round starts once the rounds so far and the next one's timeout would pass this
+    "budget_s": 2400,  # a hung node among 256: 9 rounds of up to 210 s each (docs/PERFORMANCE.md §3); no new round starts once the rounds so far and the next one's timeout would pass this
 }
 SEP = "|"
 PREFIX = "smoke"

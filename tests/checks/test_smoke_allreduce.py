@@ -749,3 +749,18 @@ def test_all_mode_healthy_run_prints_one_busbw_figure_when_the_groups_agree():
     bw = {"n0": 0.9, "n1": 0.9, "n2": 1.1, "n3": 1.1}
     (f,) = drive(all_ctx(8), lambda nodes, cfg: _rank_line(cfg, bw=min(bw.get(n, 1.0) for n in nodes)))
     assert "(busbw 0.9-1.1 GB/s)" in f.summary, f.summary
+
+
+def test_default_budget_holds_a_hung_node_among_256_to_its_rounds():
+    """A hung node among 256 takes 9 rounds, each as long as a round's probe timeout (210 s at the
+    defaults: rendezvous 60 + run 120 + start-up 30) since every round holds its group: 1,890 s of
+    rounds. The default budget_s must let the 9th round start (docs/PERFORMANCE.md §3)."""
+    def fleet(nodes, cfg):
+        return _timed(_rank_line(cfg, hang="n200" in nodes), 210.0 if "n200" in nodes else 15.0)
+
+    head, *rows = drive(all_ctx(256), fleet)
+    assert [f.node for f in rows] == ["n200"] and rows[0].details["kind"] == "hang", head.summary
+    assert head.details["rounds"] == 9 and "stopped" not in head.details
+    assert S.DEFAULTS["budget_s"] >= 9 * S.probe_timeout(S.DEFAULTS) + S.probe_timeout(S.DEFAULTS)  # room for the bound's 10th
+    head, *_ = drive(all_ctx(256, budget_s=1800), fleet)  # the old default: cut after 8 rounds, n200 not named
+    assert head.details["rounds"] == 8 and "stopped: budget_s 1800" in head.summary
