@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from . import inventory_ansible, inventory_ini, inventory_ranktable, nodeset, redact
+from . import inventory_ansible, inventory_ini, inventory_ranktable, nodeset, redact, sshinclude
 from .container import RUNTIMES, Container
 from .errors import InventoryError, read_text  # InventoryError defined there so config.py needs no YAML
 from .node import JumpHop, Node, parse_jump
@@ -593,8 +593,9 @@ def _ssh_config(path: str | None) -> _SSHConfig | None:
         return None
     import paramiko  # here, not at import: commands that read no ssh config never load it (~0.1 s)
 
+    text = sshinclude.expanded(str(p))  # paramiko skips Include; OpenSSH follows it
     try:
-        return _SSHConfig(str(p), paramiko.SSHConfig.from_path(str(p)))
+        return _SSHConfig(str(p), paramiko.SSHConfig.from_text(text))
     except Exception as exc:  # noqa: BLE001 - any parse problem is the user's file
         raise InventoryError(f"{p}: cannot read ssh config: {exc}") from None
 
