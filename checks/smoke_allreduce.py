@@ -579,7 +579,7 @@ def repair_plan(results: Mapping[tuple[int, str, str], "PairResult"], backend_of
     """Each end of a failing pair, paired with a distinct node of a passing pair (known good) of
     the same backend."""
     good = [n for (_, a, b), r in results.items() if r.ok for n in (a, b)]
-    suspects = [n for (_, a, b), r in results.items() if not r.ok for n in (a, b)]
+    suspects = [n for (_, a, b), r in results.items() if not r.ok and not r.lost for n in (a, b)]
     out, i = [], 0
     for s in suspects:
         mine = [g for g in good if backend_of(g) == backend_of(s)]
@@ -598,6 +598,7 @@ class PairResult:
     b: str
     ranks: tuple[RankResult, RankResult]
     blamed: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()  # nodes whose rank output never came back (connection lost): could not tell
 
     @property
     def ok(self) -> bool:
@@ -640,9 +641,26 @@ def blame(r0: RankResult, r1: RankResult) -> tuple[str, ...]:
 
 
 def pair_result(ctx: ClusterContext, round_no: int, a: str, b: str) -> PairResult:
-    r0 = parse_rank(a, 0, (ctx.planned.get(a) or {}).get(probe_name(round_no, a, b, 0)))
-    r1 = parse_rank(b, 1, (ctx.planned.get(b) or {}).get(probe_name(round_no, a, b, 1)))
+    o0 = (ctx.planned.get(a) or {}).get(probe_name(round_no, a, b, 0))
+    o1 = (ctx.planned.get(b) or {}).get(probe_name(round_no, a, b, 1))
+    r0, r1 = parse_rank(a, 0, o0), parse_rank(b, 1, o1)
+    # A rank whose output never came back (no exit status, no hang: the connection was lost or the
+    # run cut) says nothing about either node: the pair is could-not-tell, never a fail. A probe
+    # absent from the plan (None) is still the plan's own failure (MISSING).
+    lost = tuple(n for n, o in ((a, o0), (b, o1)) if o is not None and _lost(o))
+    if lost:
+        return PairResult(a, b, (r0, r1), (), lost)
     return PairResult(a, b, (r0, r1), () if (r0.ok and r1.ok) else blame(r0, r1))
+
+
+def _lost_findings(pr: PairResult, details: Mapping[str, Any]) -> list[Finding]:
+    why = "; ".join(f"{_side(r)}: {r.error or 'no result'}" for r in pr.ranks if r.node in pr.lost)
+    head = Finding(Status.ERROR, f"could not tell: all_reduce {pr.a} <-> {pr.b}: connection lost before "
+                   f"{', '.join(pr.lost)} reported ({why})"[:600], dict(details),
+                   "rerun: the control host lost the connection to the node (or the run was cut), "
+                   "so nothing about the node or the fabric follows from this pair")
+    return [head] + [Finding(Status.ERROR, f"could not tell: {_side(r)}: connection lost ({r.error or 'no result'})"[:400],
+                             _rank_detail(r), head.remediation, node=r.node) for r in pr.ranks if r.node in pr.lost]
 
 
 def _metrics(pr: PairResult) -> list[dict[str, Any]]:
@@ -726,6 +744,9 @@ def evaluate(ctx: ClusterContext) -> list[Finding]:
 
 def _evaluate_pair(pr: PairResult, params: Mapping[str, Any]) -> list[Finding]:
     details: dict[str, Any] = {"rank0": pr.a, "rank1": pr.b, "ranks": [_rank_detail(r) for r in pr.ranks]}
+    if pr.lost:
+        details["lost"] = list(pr.lost)
+        return _lost_findings(pr, details)
     if not pr.ok:
         summary, remedy = _failure(pr)
         details["blamed"] = list(pr.blamed)
@@ -748,12 +769,13 @@ def _evaluate_pair(pr: PairResult, params: Mapping[str, Any]) -> list[Finding]:
 
 def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Mapping[tuple[int, str, str], PairResult],
                     params: Mapping[str, Any]) -> list[Finding]:
-    bad_pairs = [r for r in first.values() if not r.ok]
+    lost_pairs = [r for r in list(first.values()) + list(second.values()) if r.lost]
+    bad_pairs = [r for r in first.values() if not r.ok and not r.lost]
     verdict: dict[str, str] = {}  # blamed node -> why
     remedies: dict[str, str] = {}
     for pr in bad_pairs:
         summary, remedy = _failure(pr)
-        retests = [r for r in second.values() if pr.a == r.b or pr.b == r.b]
+        retests = [r for r in second.values() if (pr.a == r.b or pr.b == r.b) and not r.lost]
         if retests:  # round 2: the suspect as rank 1 with a known-good rank 0
             for rt in retests:
                 if not rt.ok:
@@ -795,6 +817,14 @@ def _evaluate_pairs(first: Mapping[tuple[int, str, str], PairResult], second: Ma
             for n in (pr.a, pr.b):
                 if n not in verdict:
                     out.append(Finding(th[0], th[1], {}, R_SLOW, node=n, action=graded(ACTIONS, "below_min")))
+    if lost_pairs:  # could not tell for these nodes: an error row each, never a fail and never a pass
+        lost_nodes = sorted({n for pr in lost_pairs for n in pr.lost} - set(verdict))
+        head = _lost_findings(lost_pairs[0], details)[0]
+        if not out:
+            out.append(Finding(Status.ERROR, f"could not tell: {len(lost_pairs)} pair(s) lost the connection before "
+                               f"{', '.join(lost_nodes)} reported", details, head.remediation))
+        for pr in lost_pairs:
+            out += [f for f in _lost_findings(pr, {})[1:] if f.node in lost_nodes and f.node not in {x.node for x in out}]
     if not out:
         bws = [pr.busbw for pr in first.values() if pr.busbw is not None]
         out.append(passed(f"{len(first)} pair(s) passed all_reduce with the right sum; busbw min "

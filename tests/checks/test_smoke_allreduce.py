@@ -764,3 +764,47 @@ def test_default_budget_holds_a_hung_node_among_256_to_its_rounds():
     assert S.DEFAULTS["budget_s"] >= 9 * S.probe_timeout(S.DEFAULTS) + S.probe_timeout(S.DEFAULTS)  # room for the bound's 10th
     head, *_ = drive(all_ctx(256, budget_s=1800), fleet)  # the old default: cut after 8 rounds, n200 not named
     assert head.details["rounds"] == 8 and "stopped: budget_s 1800" in head.summary
+
+
+# ---------------------------------------------------------------- pair / pairs: a lost rank is could-not-tell
+
+LOST = CommandOutput(rc=None, error="connection lost")
+
+
+def test_pair_mode_a_lost_rank_is_could_not_tell_never_a_fail():
+    """A rank whose output never came back (no exit status, no hang) says nothing about either
+    node: the pair is `error`, as in mode all (_lost), never a FAIL blaming a node."""
+    findings = S.evaluate(ctx(None, planned(out(OK0), LOST)))
+    assert findings[0].status is Status.ERROR and "could not tell" in findings[0].summary
+    assert not [f for f in findings if f.status is Status.FAIL], [f.summary for f in findings]
+    assert {f.node for f in findings if f.node} == {"b"}
+    # a hang (the remote timeout answered) is still the node's fail
+    f, _ = verdict(out(WAIT0), out(None, rc=124, timed_out=True))
+    assert f.status is Status.FAIL
+
+
+def test_pairs_mode_a_lost_rank_is_could_not_tell_and_the_real_fail_stays():
+    names = ("a", "b", "c", "d", "e", "f")
+    p = {**planned(out(OK0), LOST), **planned(out(MESH), out(IFNAME), "c", "d"), **planned(out(OK0), out(OK1), "e", "f")}
+    findings = S.evaluate(ctx({"mode": "pairs"}, p, names))
+    by_node = {f.node: f for f in findings if f.node}
+    assert by_node["b"].status is Status.ERROR and "connection lost" in by_node["b"].summary
+    assert by_node["d"].status is Status.FAIL and "a" not in by_node and "b" not in S.repair_plan(
+        {(1, "a", "b"): S.pair_result(ctx({"mode": "pairs"}, p, names), 1, "a", "b")})
+    only_lost = S.evaluate(ctx({"mode": "pairs"}, {**planned(out(OK0), LOST), **planned(out(OK0), out(OK1), "c", "d")},
+                               ("a", "b", "c", "d")))
+    assert only_lost[0].status is Status.ERROR and not [f for f in only_lost if f.status in (Status.FAIL, Status.PASS)]
+
+
+def test_a_lost_rank_in_a_replay_exits_3(ascend128_recording):
+    """Through the runner: the recording holds no rank output ("not in the recording", rc None,
+    as a lost connection reads): exit 3, could not tell, not 1."""
+    from preflight import inventory, runner
+    from preflight.transport.replay import ReplayTransport
+    from tests.core.test_cluster_unread import FIX
+
+    inv = inventory.load(str(FIX / "inventory.yaml"), limit="node[001-002]")
+    report = runner.run(inv, ReplayTransport(str(ascend128_recording)), runner.Options(checks=["smoke.allreduce"]))
+    got = [r for r in report.results if r.check == "smoke.allreduce"]
+    assert got and {r.status for r in got} == {Status.ERROR}, [(r.node, r.status, r.summary) for r in got]
+    assert report.exit_code == 3
