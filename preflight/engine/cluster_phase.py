@@ -142,17 +142,20 @@ def unread(info: CheckInfo, r: NodeRun) -> BaseException | None:
     denied = next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), ProbesNotRun)), None)
     if denied is not None:
         return denied
-    own = r.facts.get(info.id)
-    return own if isinstance(own, BaseException) else None
+    # Its own output, or a fact it uses (USES: env.comm's addresses for a ping mesh), that could not
+    # be read there: the check cannot judge the node either way (its USES check need not be selected,
+    # so this row is where that error is said).
+    return next((f for c in (info.id, *info.uses) if isinstance(f := r.facts.get(c), BaseException)), None)
 
 
 def over_the_read(summary: Finding, read: int, unread: int) -> Finding:
     """A cluster row passes only over nodes the check read, and says how many it could not; with
     none read it could not tell at all."""
+    if read == 0 and summary.status in (Status.PASS, Status.SKIP):
+        # Nothing read: neither a pass nor a skip (which reads READY); it could not tell.
+        return replace(summary, status=Status.ERROR, summary=f"could not read any node ({unread} unread: see their "
+                       f"errors); {summary.summary}"[:600], details={**summary.details, "read": 0, "unread": unread})
     if summary.status is not Status.PASS:
         return summary
-    if read == 0:
-        return replace(summary, status=Status.ERROR, summary=f"could not read any node ({unread} unread: see their errors)",
-                       details={**summary.details, "read": 0, "unread": unread})
     return replace(summary, summary=f"{summary.summary}; {unread} node(s) could not be read (see their errors)",
                    details={**summary.details, "read": read, "unread": unread})
