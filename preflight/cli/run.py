@@ -35,7 +35,7 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     from ..inventory import InventoryError, load
     from .extras import RunExtras
     from ..registry import SelectionError
-    from ..runner import Options, Runner
+    from ..runner import DEFAULT_DEADLINE_S, Options, Runner
     from ..transport import factory
 
     if via == "slurm":
@@ -69,7 +69,8 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     extras = RunExtras.start(history, sweep, prom_output, fmt, output)  # exits 2, 75 or 4 before any connection
     extras.keep_days = keep_days
     report = with_provenance(with_signals(runner, runner.run), "run", checks=checks, skip=skip, limit=limit,
-                             forks=forks, deadline=deadline, strict=strict, via=via, sweep=sweep,
+                             forks=forks, deadline=deadline if deadline is not None else DEFAULT_DEADLINE_S,
+                             strict=strict, via=via, sweep=sweep,
                              replay=replay)
     report = extras.remember(report, flap_window)
     progress.clear()

@@ -33,8 +33,44 @@ def test_the_report_says_what_produced_it(ascend128_recording, tmp_path):
     assert cfg["options"]["limit"] == "node[001-003]" and cfg["options"]["checks"] == "npu.health,hccn.link"
     assert cfg["options"]["forks"] == 7 and cfg["options"]["strict"] is False
     assert cfg["settings"] == {"forks": {"value": 7, "source": f"{tmp_path}/preflight/config.yaml:1"}}
+    assert cfg["options"]["deadline"] == 3600.0  # no --deadline: the default in force, not null
     assert set(cfg["checks"]) >= {"npu.health", "hccn.link"}
     source = (ROOT / "checks" / "hccn_link.py").read_bytes()
-    assert cfg["checks"]["hccn.link"] == hashlib.sha256(source).hexdigest()[:16]
+    assert cfg["checks"]["hccn.link"] != hashlib.sha256(source).hexdigest()[:16]  # more than its module
+    from preflight import provenance
+    assert cfg["checks"]["hccn.link"] == provenance.check_digest("hccn.link")
     again = run_json(ascend128_recording, tmp_path)
     assert again["config"] == cfg and again["run_id"] != doc["run_id"]
+
+
+def test_a_checks_digest_covers_the_code_it_runs(tmp_path):
+    """npu.health's digest covers its module, the parser it imports (preflight/ascend/npu_smi.py)
+    and preflight's data (the fault-code table): patching either in place moves it; patching a
+    module it never imports does not. Computed on a copy of the package, in a fresh interpreter."""
+    import shutil
+    import subprocess
+    import sys
+
+    from preflight import provenance
+
+    names = [provenance._relative(p) for p in provenance.check_sources("npu.health")]
+    assert {"preflight/checks/npu_health.py", "preflight/ascend/npu_smi.py", "preflight/checkapi.py",
+            "preflight/data/npu_fault_codes.yaml"} <= set(names), names
+    assert "preflight/cli/run.py" not in names
+    shutil.copytree(ROOT / "preflight", tmp_path / "preflight", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "checks", tmp_path / "checks", ignore=shutil.ignore_patterns("__pycache__"))
+
+    def digest() -> str:
+        return subprocess.run([sys.executable, "-c", "from preflight.provenance import check_digest as d; "
+                               "print(d('npu.health'))"], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)},
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    first = digest()
+    assert first == provenance.check_digest("npu.health")  # where the package lies does not matter
+    for rel in ("preflight/cli/run.py", "preflight/ascend/npu_smi.py", "preflight/data/npu_fault_codes.yaml"):
+        with open(tmp_path / rel, "a") as f:
+            f.write("\n# patched in place\n")
+        now = digest()
+        assert (now == first) == (rel == "preflight/cli/run.py"), rel
+        first = now
