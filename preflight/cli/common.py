@@ -71,10 +71,18 @@ PLUGIN_REFUSAL: "Callable[[str], None] | None" = None
 guidelines' UNKNOWN, exit 3): how that command ends on a usage, inventory or internal error."""
 
 
+REFUSAL_LINE: "Callable[[str], None] | None" = None
+"""Set while a command answers a reader that takes stdout as its message (`gate --format npd`:
+node-problem-detector shows stdout as the condition's message): writes that reader's one line for
+any refusal; the exit code stays the command's (never 0 or 1, so NPD reads Unknown)."""
+
+
 def say(message: str, code: int) -> None:
     """One line on stderr, then exit with `code` (a monitoring plugin's refusal: its own line)."""
     if PLUGIN_REFUSAL is not None and code in (EXIT_USAGE, EXIT_INTERNAL):
         PLUGIN_REFUSAL(message)
+    if REFUSAL_LINE is not None and code not in (0, 1):
+        REFUSAL_LINE(message)
     click.echo(f"preflight: {message}", err=True)
     sys.exit(code)
 

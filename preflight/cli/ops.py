@@ -20,7 +20,53 @@ from .common import (EXIT_INTERNAL, EXIT_USAGE, emit, ids, process_origin, safe_
 FAST_HELP = "Checks to run (default: the gate's fast set, see `preflight list-checks --gate`)."
 
 
-@click.command("gate")
+def _wants_npd(args) -> bool:
+    """`--format npd` (or `--format=npd`) among the gate's arguments, before click parses them."""
+    args = list(args)
+    for i, a in enumerate(args):
+        if a == "--":
+            return False
+        if a == "--format=npd" or (a == "--format" and i + 1 < len(args) and args[i + 1] == "npd"):
+            return True
+    return False
+
+
+def _npd_refusal(message: str) -> None:
+    from ..report import npd
+
+    safe_echo(npd.refusal(message) + "\n")
+
+
+class GateCommand(click.Command):
+    """With `--format npd`, every refusal before the run (a bad option or value, a bad inventory, a
+    node list that cannot be written) is also one NPD line on stdout, `could not tell: reason` (at
+    most 80 characters), with the refusal's exit code (2, 4, 5: NPD's Unknown), not an empty message."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        from . import common
+
+        npd_wanted = _wants_npd(args)
+        common.REFUSAL_LINE = _npd_refusal if npd_wanted else None
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:
+            if npd_wanted:
+                _npd_refusal(exc.format_message())
+            raise
+        finally:
+            common.REFUSAL_LINE = None
+
+    def invoke(self, ctx):
+        from . import common
+
+        common.REFUSAL_LINE = _npd_refusal if ctx.params.get("fmt") == "npd" else None
+        try:
+            return super().invoke(ctx)
+        finally:
+            common.REFUSAL_LINE = None
+
+
+@click.command("gate", cls=GateCommand)
 @options.inventory_argument(required=False)
 @options.selection(checks_help=FAST_HELP,
                    limit_help='Only these nodes, e.g. --limit "$SLURM_JOB_NODELIST" (Slurm hostlist).')

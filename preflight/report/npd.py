@@ -48,7 +48,16 @@ def line(report: Report) -> str:
             text = f"could not tell: {errors[0].check} {errors[0].summary}"
         else:
             text = "could not tell: internal error (see stderr)"
-    text = _clean(text)
+    return _cut(_clean(text))
+
+
+def refusal(message: str) -> str:
+    """The one line of a gate that refused before running (a usage error, a bad inventory): it
+    could not tell; the exit code (2, 4, 5) is what NPD reads as Unknown."""
+    return _cut(_clean(f"could not tell: {message}"))
+
+
+def _cut(text: str) -> str:
     return text if len(text) <= MAX else text[: MAX - 3] + "..."
 
 

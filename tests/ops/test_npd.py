@@ -74,3 +74,35 @@ def test_node_text_cannot_break_the_line():
     out = render(hostile, "npd")
     assert out.count("\n") == 1 and "\x1b" not in out and "\r" not in out and "\x07" not in out
     assert out == "NOT READY: gpu.idle pid 7 evil second line holds 8 GiB\n"
+
+
+def preflight_path(tmp_path: Path) -> str:
+    """An executable that runs this checkout's preflight, for a rule's `path` (NPD runs a path)."""
+    import sys
+
+    exe = tmp_path / "preflight"
+    root = Path(__file__).resolve().parents[2]
+    exe.write_text(f"#!/bin/sh\nPYTHONPATH={root} exec {sys.executable} -m preflight.cli \"$@\"\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_a_refusal_before_the_run_is_one_unknown_line(tmp_path):
+    """`gate --format npd` that refuses to start (a bad option or value, an empty --checks, a
+    missing inventory) still answers NPD: one line on stdout, `could not tell: reason`, at most 80
+    characters, and an exit code NPD reads as Unknown (the refusal's own 2), never an empty message."""
+    cfg = json.loads(CONFIG.read_text())
+    [rule] = cfg["rules"]
+    for extra in (["--bogus"], ["--deadline", "0"], ["--checks", ""], ["--limit", ","],
+                  ["--dry-run"], [str(tmp_path / "no-such-inventory.yaml")],
+                  ["--exclude-out", str(tmp_path / "no-dir" / "bad.txt")]):
+        args = [a for a in rule["args"] if a != "--local"] if extra[0].endswith(".yaml") else list(rule["args"])
+        raw = subprocess.run([preflight_path(tmp_path), *args, *extra], capture_output=True, timeout=30)
+        assert raw.returncode not in (0, 1), (extra, raw)
+        assert raw.stdout.count(b"\n") == 1 and len(raw.stdout) <= 81, (extra, raw.stdout)
+        status, message = run_like_npd({**rule, "path": preflight_path(tmp_path), "args": args + extra},
+                                       cfg["pluginConfig"])
+        assert status == "Unknown" and message.startswith("could not tell: ") and len(message) <= 80, (extra, message)
+    # the same refusal without --format npd leaves stdout alone (the line is on stderr)
+    plain = subprocess.run([preflight_path(tmp_path), "gate", "--local", "--bogus"], capture_output=True, timeout=30)
+    assert plain.returncode == 2 and plain.stdout == b""
