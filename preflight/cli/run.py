@@ -66,6 +66,8 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     except (InventoryError, SelectionError) as exc:
         fail_usage(str(exc))
     writable_or_exit(output=output, prom_output=prom_output)
+    if history and (why := history_unusable(history)):  # SPEC §7: 2, as --record, before any connection
+        fail_usage(f"--history {history}: cannot create the history database there: {why}")
     extras = RunExtras.start(history, sweep, prom_output, fmt, output)  # exits 2, 75 or 4 before any connection
     extras.keep_days = keep_days
     report = with_provenance(with_signals(runner, runner.run), "run", checks=checks, skip=skip, limit=limit,
@@ -82,6 +84,23 @@ def run_cmd(inventory, checks, skip, limit, fmt, output, strict, quiet, forks, s
     emit(report, fmt, output, quiet)
     extras.finish(report)
     sys.exit(report.exit_code)
+
+
+def history_unusable(path: str) -> str | None:
+    """Why `--history PATH` could not be created or opened for writing, found before the run (its
+    directory missing or not a directory, the path a directory, no write permission), or None."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        return "it is a directory"
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        return f"no directory {parent}"
+    if os.path.lexists(p):
+        return None if os.access(p, os.R_OK | os.W_OK) else "permission denied"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"permission denied in {parent}"
 
 
 def slurm_transport(nodes):

@@ -226,9 +226,14 @@ def test_run_with_unwritable_history_fails_before_connecting(tmp_path, monkeypat
     transport = ScriptedTransport({})
     monkeypatch.setattr(factory, "make_transport", lambda replay=None, local=False: transport)
     (tmp_path / "afile").write_text("x")
-    r = CliRunner().invoke(main, ["run", str(inv), "--history", str(tmp_path / "afile" / "h.sqlite"), "-q"])
-    assert r.exit_code == 4 and transport.connects == []
-    assert r.output.startswith("preflight: cannot create lock file") and len(r.output.strip().splitlines()) == 1
+    bad = str(tmp_path / "afile" / "h.sqlite")
+    r = CliRunner().invoke(main, ["run", str(inv), "--history", bad, "-q"])
+    # a usage error (SPEC §7: 2, as --record DIR), naming the path, before any connection
+    assert r.exit_code == 2 and transport.connects == [], r.output
+    assert r.output.startswith(f"preflight: --history {bad}: cannot create") and len(r.output.strip().splitlines()) == 1
+    assert f"no directory {tmp_path / 'afile'}" in r.output
+    r = CliRunner().invoke(main, ["run", str(inv), "--history", str(tmp_path), "-q"])
+    assert r.exit_code == 2 and "it is a directory" in r.output and transport.connects == []
 
 
 def test_run_history_entry_then_diff_via_cli(tmp_path, monkeypatch):
