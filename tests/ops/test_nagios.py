@@ -90,3 +90,19 @@ def test_bad_config_file_is_unknown_exit_3(tmp_path):
     r = subprocess.run(["preflight", "run", "x.yaml"], capture_output=True, text=True,
                        timeout=60, env=env)
     assert r.returncode == 2 and r.stdout == ""
+
+
+def test_preflights_own_bug_is_unknown_internal_error_exit_3(tmp_path, monkeypatch):
+    """An exception in the runner (preflight's own bug, not a finding about the cluster) is
+    `PREFLIGHT UNKNOWN - internal error: ...`, one line, exit 3: never CRITICAL, never a traceback."""
+    from preflight import runner
+
+    def broken(self):
+        raise ZeroDivisionError("a bug in the runner")
+
+    monkeypatch.setattr(runner.Runner, "run", broken)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: n1, host: 127.0.0.1}\n")
+    r = CliRunner().invoke(main, ["nagios", str(inv)])
+    assert r.exit_code == 3, (r.output, r.exception)
+    assert r.stdout == "PREFLIGHT UNKNOWN - internal error: ZeroDivisionError: a bug in the runner\n", r.stdout
