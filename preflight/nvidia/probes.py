@@ -32,10 +32,10 @@ QUERY_LABEL = "nvidia-smi -q"  # what a finding calls that probe
 SMI_PROBE, QUERY_PROBE, KERNEL_PROBE, IB_PROBE = "nvidia_smi", "nvidia_smi_q", "kernel_log", "ib_ports"
 ROCE_PROBE = "roce_netdevs"
 # the lines preflight/nvidia/kernlog.py reads (its RULE_FILTER words), the last 500 of them
-XID_FILTER = sh(" ".join(["grep -F"] + [f"-e {{w{i}}}" for i in range(len(RULE_FILTER))]) + " | tail -n 500",
+XID_FILTER = sh(" ".join(["grep -a -F"] + [f"-e {{w{i}}}" for i in range(len(RULE_FILTER))]) + " | tail -n 500",
                 **{f"w{i}": w for i, w in enumerate(RULE_FILTER)})
-KERNEL_LOG = sh(
-    "if dmesg >/dev/null 2>&1; then echo '@@source dmesg'; dmesg 2>/dev/null | " + XID_FILTER + "; "
+KERNEL_LOG = sh(  # LC_ALL=C and grep -a: one non-UTF-8 byte must not turn an Xid line into "binary file matches"
+    "LC_ALL=C; export LC_ALL; if dmesg >/dev/null 2>&1; then echo '@@source dmesg'; dmesg 2>/dev/null | " + XID_FILTER + "; "
     "elif journalctl -k -b -q --no-pager >/dev/null 2>&1; then echo '@@source journalctl -k -b'; "
     "journalctl -k -b -q --no-pager 2>/dev/null | " + XID_FILTER + "; "
     "else echo '@@unreadable'; dmesg 2>&1 | head -n 1; fi; true"
