@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from preflight.model import NodeState, NodeStateKind, Report, Result, Status
 from preflight.report import npd, render
 
@@ -23,17 +25,25 @@ def seconds(text: str) -> float:
     return float(m.group(1))
 
 
-def run_like_npd(rule: dict, plugin: dict) -> tuple[str, str]:
-    """(status, message) as NPD derives them from one run of the rule's command."""
+def run_like_npd(rule: dict, plugin: dict, env: dict | None = None) -> tuple[str, str]:
+    """(status, message) as NPD derives them from one run of the rule's command (on its timeout
+    NPD kills the plugin: here its whole process group, so no probe outlives the test)."""
+    import os
+    import signal
+
     path = rule["path"]
     if path == "/usr/local/bin/preflight" and not Path(path).exists():  # installed elsewhere here
         path = shutil.which("preflight")
     timeout = min(seconds(rule.get("timeout", plugin["timeout"])), seconds(plugin["timeout"]))
+    p = subprocess.Popen([path, *rule.get("args", [])], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env, start_new_session=True)
     try:
-        p = subprocess.run([path, *rule.get("args", [])], capture_output=True, timeout=timeout)
+        stdout, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
         return "Unknown", "timeout"
-    out = p.stdout[:NPD_STDOUT_CAP].decode(errors="replace").strip()[: plugin["max_output_length"]]
+    out = stdout[:NPD_STDOUT_CAP].decode(errors="replace").strip()[: plugin["max_output_length"]]
     return {0: "OK", 1: "NonOK"}.get(p.returncode, "Unknown"), out
 
 
@@ -45,10 +55,66 @@ def test_the_example_config_runs_as_npd_runs_it():
     assert rule["type"] == "permanent" and rule["condition"] in conditions
     assert seconds(rule["timeout"]) > float(rule["args"][rule["args"].index("--deadline") + 1]), \
         "the gate's deadline must end before NPD kills it"
+    # The rule as written, on this host whatever it has (an NPU or not): the NPD shape for any exit.
     status, message = run_like_npd(rule, cfg["pluginConfig"])
-    # this test machine has no NPU: the gate is not ready, and says why in one line
-    assert status == "NonOK", message
-    assert message.startswith("NOT READY: ") and "\n" not in message and len(message) <= 80
+    assert status in ("OK", "NonOK", "Unknown") and message and "\n" not in message and len(message) <= 80, message
+    assert message.startswith({"OK": "preflight ready: ", "NonOK": "NOT READY: ", "Unknown": "could not tell: "}[status])
+
+
+def stub_node(tmp_path: Path, npu_smi_hangs: bool = False) -> dict:
+    """This host made an 8-NPU Ascend node whatever it has: the simulator's tree (npu-smi,
+    hccn_tool, set_env.sh, the driver and toolkit version files) under tmp_path, first on PATH, and
+    a minimal inventory naming it (config `inventory`: the rule's args name none). The environment
+    to run the rule in."""
+    import os
+
+    from preflight.sim.spec import NodeSpec
+    from preflight.sim.state import build_state, device_ip_count
+    from preflight.sim.tree import write_tree
+
+    node = tmp_path / "node"
+    spec = NodeSpec(name="npu01", index=1, backend="ascend")
+    state = build_state(spec, "127.0.0.1", [f"198.18.8.{i + 1}" for i in range(device_ip_count(spec))],
+                        "255.255.255.0", "lo", "lo")
+    write_tree(node, state, str(node / "ascend"))
+    if npu_smi_hangs:  # a driver call that never returns
+        (node / "bin" / "npu-smi").write_text("#!/bin/sh\nexec sleep 60\n")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"defaults:\n  backend: ascend\n  ascend_home: {node / 'ascend'}\n"
+                   f"  env_files: [{node / 'ascend' / 'ascend-toolkit' / 'set_env.sh'}]\n"
+                   "nodes:\n  - {name: elsewhere, host: 192.0.2.1}\n")
+    home = tmp_path / "cfg"
+    (home / "preflight").mkdir(parents=True)
+    return {**os.environ, "PATH": f"{node / 'bin'}:{os.environ['PATH']}", "PREFLIGHT_INVENTORY": str(inv),
+            "XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
+def test_ok_problem_and_unknown_as_npd_runs_the_rule(tmp_path):
+    """The docs/npd rule, as NPD runs it, on a stub Ascend node (deterministic with or without an
+    NPU here): healthy is OK with `preflight ready`; the toolkit gone is NonOK naming cann.env; a
+    hung npu-smi past NPD's timeout is Unknown."""
+    cfg = json.loads(CONFIG.read_text())
+    [rule] = cfg["rules"]
+    rule = {**rule, "path": preflight_path(tmp_path)}
+    plugin = cfg["pluginConfig"]
+    env = stub_node(tmp_path / "healthy")
+    report = subprocess.run([rule["path"], "gate", "--local", "--format", "json", "--deadline", "30"],
+                            capture_output=True, env=env, timeout=60)
+    doc = json.loads(report.stdout)
+    host_bound = [r for r in doc["results"] if r["status"] == "fail" and r["check"] in ("env.comm", "net.ports")]
+    if host_bound:  # what these judge is the host's own network, which no stub replaces
+        pytest.skip(f"this host's network fails {host_bound[0]['check']}: {host_bound[0]['summary'][:120]}")
+    status, message = run_like_npd(rule, plugin, env)
+    assert (status, message) == ("OK", message) and message.startswith("preflight ready: "), message
+
+    env = stub_node(tmp_path / "no-toolkit")
+    (tmp_path / "no-toolkit" / "node" / "ascend" / "ascend-toolkit" / "set_env.sh").unlink()
+    status, message = run_like_npd(rule, plugin, env)
+    assert status == "NonOK" and message.startswith("NOT READY: cann.env ") and len(message) <= 80, message
+
+    env = stub_node(tmp_path / "hung", npu_smi_hangs=True)
+    status, message = run_like_npd({**rule, "timeout": "3s"}, plugin, env)
+    assert (status, message) == ("Unknown", "timeout")
 
 
 def report(results, nodes=None, **kw) -> Report:
