@@ -12,10 +12,12 @@ import importlib
 import os
 import signal
 import sys
+import time
 
 import click
 
 from .. import __version__
+from . import common
 from .common import EXIT_INTERNAL, EXIT_INTERRUPTED
 
 # name -> (module, attribute, one line of help shown by `preflight --help`)
@@ -65,12 +67,11 @@ class LazyGroup(click.Group):
 def main(ctx: click.Context) -> None:
     """Is this cluster ready to train? Checks every node of an Ascend (or NVIDIA) cluster over SSH."""
     from ..config import ConfigError, default_map, resolve
-    from . import common
+    common.INVOKED_AT = time.monotonic()
     common.PLUGIN_REFUSAL = None  # only the nagios command sets it (one process may run several, as tests do)
     try:  # config files and PREFLIGHT_* become the subcommand's defaults; its options still win
         ctx.default_map = default_map(resolve())
     except ConfigError as exc:
-        from . import common
         if ctx.invoked_subcommand == "nagios":  # the plugin's own trouble: UNKNOWN, exit 3
             from .ops import _plugin_unknown
             common.PLUGIN_REFUSAL = _plugin_unknown
@@ -95,6 +96,7 @@ def entry() -> None:
     """Console-script entry: bugs exit 4 with one line (PREFLIGHT_DEBUG=1 shows the traceback)."""
     signal.signal(signal.SIGINT, _interrupted)
     signal.signal(signal.SIGTERM, _interrupted)  # SPEC §7: 130 for either, with the line, never a silent 143
+    common.IS_PROCESS = True  # --deadline counts from this process's start
     try:
         main(standalone_mode=True)
     except SystemExit:

@@ -166,11 +166,21 @@ def enable_debug() -> None:
     log.setLevel(logging.DEBUG)
 
 
+# Set by the console-script entry (preflight is the process) and by the main group at each
+# invocation: one process may run several commands in turn (a library caller, the tests' CliRunner),
+# and a deadline counted from that process's start would expire before a late command begins.
+IS_PROCESS = False
+INVOKED_AT: float | None = None
+
+
 def process_origin() -> float:
-    """When this process started, on time.monotonic()'s clock: `--deadline` bounds the process,
-    interpreter start and inventory loading included."""
+    """When `--deadline` starts counting, on time.monotonic()'s clock: from this process's start
+    (interpreter start and inventory loading included) when preflight is the process, otherwise
+    from this command's invocation."""
     import time
 
+    if not IS_PROCESS:
+        return INVOKED_AT if INVOKED_AT is not None else time.monotonic()
     try:  # Linux: the start time in clock ticks since boot, field 22 (importing psutil costs ~0.02 s)
         with open("/proc/self/stat", "rb") as f:
             ticks = int(f.read().rsplit(b")", 1)[1].split()[19])

@@ -38,6 +38,20 @@ def test_drain_on_selects_by_action_on_the_sim(sim_cluster):
             sim_cluster.reset(n)
 
 
+def test_a_command_run_in_process_counts_its_deadline_from_its_own_start(sim_cluster):
+    """A library caller (or CliRunner) runs commands long after its process started: --deadline
+    counts from the command's invocation there, from the process start only when preflight is the
+    process (a late gate in a long pytest run once found its 600 s spent before it began)."""
+    import time
+
+    import psutil
+
+    time.sleep(max(0.0, 3.5 - (time.time() - psutil.Process().create_time())))  # bounded: 3.5 s at most
+    r = CliRunner().invoke(main, ["gate", str(sim_cluster.inventory_path), "--checks", "npu.health", "-q",
+                                  "--deadline", "3"])
+    assert r.exit_code == 0, r.output
+
+
 def test_drain_on_refuses_an_unknown_action(sim_cluster):
     r = _gate(str(sim_cluster.inventory_path), "--drain-on", "reboot,replace_hardware")
     assert r.exit_code == 2
