@@ -96,8 +96,12 @@ class Inventory:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     job: dict[str, Any] | None = None
     fmt: str = "preflight"  # preflight | ansible-yaml | ansible-ini | rank-table
-    # node name -> [(node key, variable, line)]: which Ansible variables set what (inventory show)
+    # node name -> [(node key, variable, line)]: which Ansible variables set what (inventory show);
+    # key NOT_USED: a variable preflight does not use, with why, in place of the variable's name
     origins: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
+
+
+NOT_USED = "-"
 
 
 # ---------------------------------------------------------------- YAML with line numbers
@@ -536,6 +540,7 @@ def _ansible(ctx: _Ctx, src: inventory_ansible.Source) -> tuple[list[tuple[str, 
         settings = _check_settings(ctx, m, f"host {host.name}")
         entries.extend(_expand(ctx, m, host.name, settings, key=""))
         origins[host.name] = [(k, s.var, s.line) for k, s in got.items()]
+        origins[host.name] += [(NOT_USED, f"{var}: {why}", line) for var, why, line in inventory_ansible.not_used(host)]
     return entries, origins
 
 

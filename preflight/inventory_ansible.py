@@ -295,6 +295,26 @@ SSH_CONNECTIONS = ("ssh", "smart", "paramiko", "paramiko_ssh", "ansible.builtin.
                    "local", "ansible.builtin.local")
 # Interpreter discovery modes (Ansible "Interpreter Discovery"): preflight keeps its own default then.
 AUTO_INTERPRETERS = ("auto", "auto_legacy", "auto_silent", "auto_legacy_silent")
+# Variables an operator may expect preflight to use and that it does not, said by `inventory show`
+# rather than dropped silently (their values are never printed: they are passwords).
+_KEYS_ONLY = ("not used: preflight logs in with keys (ssh-agent or an identity file) and becomes root "
+              "with sudo -n, never with a password")
+NOT_USED: dict[str, str] = {var: _KEYS_ONLY for var in (
+    "ansible_password", "ansible_ssh_pass", "ansible_ssh_password", "ansible_become_pass",
+    "ansible_become_password", "ansible_sudo_pass", "ansible_sudo_password")}
+LOCAL_NOT_USED = ("local, yet preflight still reaches this host over SSH at its address; "
+                  "on the host itself, `preflight gate --local` runs without SSH")
+
+
+def not_used(host: Host) -> list[tuple[str, str, int]]:
+    """(variable, why preflight does not use it, line) for this host, for `inventory show`."""
+    out = [(var, why, host.vars[var].line) for var, why in NOT_USED.items() if var in host.vars]
+    c = host.vars.get(CONNECTION)
+    if c is not None and str(c.value) in ("local", "ansible.builtin.local"):
+        out.append((CONNECTION, LOCAL_NOT_USED, c.line))
+    return out
+
+
 # Well-known variables of Huawei's Ascend deployer (ascend-deployer inventory_file) that mean a
 # preflight setting: npu_num, the NPU count it checks a node against.
 ASCEND_DEPLOYER_VARS: dict[str, str] = {"npu_num": "devices"}

@@ -44,7 +44,7 @@ def inventory_group() -> None:
 @click.option("--ssh-config", type=click.Path(dir_okay=False))
 def inventory_show(inventory, limit, ssh_config) -> None:
     """Print the expanded nodes, with the settings each one ends up with."""
-    from ..inventory import InventoryError, load
+    from ..inventory import NOT_USED, InventoryError, load
     try:
         inv = load(inventory, limit=limit, ssh_config=ssh_config)
     except InventoryError as exc:
@@ -61,7 +61,8 @@ def inventory_show(inventory, limit, ssh_config) -> None:
                      f"backend={n.backend} host_key_policy={n.host_key_policy}"
                      + (f" become={n.become}" if n.become else "")
                      + (f" proxy_jump={n.proxy_jump}" if n.proxy_jump else ""))
-        used = inv.origins.get(n.name)
+        used = [o for o in inv.origins.get(n.name, []) if o[0] != NOT_USED]
         if used:
             lines.append("    " + ", ".join(f"{key} from {var} ({inv.path}:{line})" for key, var, line in used))
+        lines += [f"    {why} ({inv.path}:{line})" for key, why, line in inv.origins.get(n.name, []) if key == NOT_USED]
     safe_echo("\n".join(lines) + "\n")

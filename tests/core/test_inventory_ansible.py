@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -239,3 +240,23 @@ def test_cli_inventory_show_names_the_variables_used(tmp_path):
     assert res.returncode == 0, res.stderr
     assert f"user from ansible_user ({p}:19)" in res.stdout and f"devices from npu_num ({p}:8)" in res.stdout
     assert "billybob" not in res.stdout
+
+
+def test_inventory_show_says_which_variables_it_does_not_use_never_their_values():
+    """Real files: kubespray's passwords and the Ascend deployer's `ansible_connection='local'` are
+    said with file:line, not dropped silently; a password's value is never printed."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "inventories"
+    kube = fixtures / "kubespray_mycluster-single-online_inventory.ini"
+    res = subprocess.run([sys.executable, "-m", "preflight.cli", "inventory", "show", str(kube),
+                          "--ssh-config", "/nonexistent"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "ansible_ssh_pass: not used: preflight logs in with keys" in res.stdout
+    assert "ansible_become_pass: not used" in res.stdout and f"({kube}:11)" in res.stdout
+    for line in kube.read_text().splitlines():
+        if line.startswith(("ansible_ssh_pass=", "ansible_become_pass=")):
+            assert line.split("=", 1)[1].strip() not in res.stdout
+    deployer = fixtures / "ascend-deployer_inventory_file"
+    res = subprocess.run([sys.executable, "-m", "preflight.cli", "inventory", "show", str(deployer),
+                          "--ssh-config", "/nonexistent"], capture_output=True, text=True, timeout=60)
+    assert "ansible_connection: local, yet preflight still reaches this host over SSH" in res.stdout
+    assert "gate --local" in res.stdout and f"({deployer}:4)" in res.stdout
