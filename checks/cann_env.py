@@ -299,7 +299,7 @@ def _container_problems(facts: Facts, node) -> list[tuple[Status, str, str]]:
     if seen is None or not facts.driver:
         return []
     path = f"{_home(node)}/driver/version.info"
-    mount = f"-v {_home(node)}/driver:{_home(node)}/driver:ro"
+    mount = f"-v {q(f'{_home(node)}/driver:{_home(node)}/driver:ro')}"
     if not seen:
         return [(Status.WARN, f"the job's container does not see the driver ({path} absent there)",
                  f"Mount the host's driver into the job's container read-only (`{mount}`), as the CANN images' "

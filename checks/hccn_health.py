@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.checkapi import Policy, CommandOutput, Finding, Status, passed
-from preflight.checkhelpers import graded, worst
+from preflight.checkhelpers import graded, q, worst
 from preflight.ascend import hccn
 
 ID = "hccn.health"
@@ -114,10 +114,10 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
     status = worst(s for s, _, _ in bad.values())
     ids = " ".join(str(i) for i in bad)
     only_init = status is Status.WARN
-    fix = (f"Configure a detect IP for device(s) {ids}: `{node.hccn_tool} -i N -netdetect -s address "
+    fix = (f"Configure a detect IP for device(s) {ids}: `{q(node.hccn_tool)} -i N -netdetect -s address "
            f"<gateway of the device subnet>`" if only_init else
-           f"Check link, IP and detect IP of device(s) {ids}: `for i in {ids}; do {node.hccn_tool} -i $i "
-           f"-link -g; {node.hccn_tool} -i $i -ip -g; {node.hccn_tool} -i $i -netdetect -g; done`, "
+           f"Check link, IP and detect IP of device(s) {ids}: `for i in {ids}; do {q(node.hccn_tool)} -i $i "
+           f"-link -g; {q(node.hccn_tool)} -i $i -ip -g; {q(node.hccn_tool)} -i $i -netdetect -g; done`, "
            f"then fix the cable/switch port or set the detect IP with -netdetect -s address <ip>")
     return [common.device_finding(status, {i: m for i, (_, m, _) in bad.items()}, facts.chips, fix,
                                   graded(ACTIONS, *(c for _, _, c in bad.values())))]

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from preflight.ascend import hccn_common as common
 from preflight.checkapi import Policy, CommandOutput, Finding, Metric, Status, passed
-from preflight.checkhelpers import graded, worst
+from preflight.checkhelpers import graded, q, worst
 from preflight.ascend import hccn
 
 ID = "hccn.link"
@@ -135,5 +135,5 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
                                   facts.chips, action=graded(ACTIONS, *(c for _, _, c in bad.values())),
                                   metrics=metrics, remediation=(
         f"Check the cable, optical module and switch port of device(s) {ids}: run "
-        f"`for i in {ids}; do {node.hccn_tool} -i $i -link -g; {node.hccn_tool} -i $i "
+        f"`for i in {ids}; do {q(node.hccn_tool)} -i $i -link -g; {q(node.hccn_tool)} -i $i "
         f"-link_stat -g; done` and reseat or replace the module/cable of the DOWN or flapping port"))]

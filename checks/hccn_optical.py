@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from preflight.ascend import hccn_common as common
 from preflight.ascend import probes as ascend
 from preflight.checkapi import Policy, CommandOutput, Finding, ParseError, Status, passed, skipped
-from preflight.checkhelpers import first_line, graded
+from preflight.checkhelpers import first_line, graded, q
 from preflight.ascend import hccn, npu_smi
 
 ID = "hccn.optical"
@@ -173,4 +173,4 @@ def evaluate(facts: Facts, params, node) -> list[Finding]:
         "devices": [common.device_ref(i, facts.chips, problems=[m for _, m, _ in p]) for i, p in bad.items()],
     }, action=graded(ACTIONS, *(c for p in bad.values() for _, _, c in p)), remediation=(f"Clean or replace the fibre and optical module of device(s) {ids} (and the switch "
                     f"port's), reseat the module, then confirm with `for i in {ids}; do "
-                    f"{node.hccn_tool} -i $i -optical -g; done`"))]
+                    f"{q(node.hccn_tool)} -i $i -optical -g; done`"))]

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from preflight.checks import env_comm, sw_consistency, storage_consistency, storage_data
+from preflight.checks import (env_comm, hccn_health, hccn_link, hccn_optical, sw_consistency, storage_consistency,
+                              storage_data)
 from preflight.net.iproute import Address, Interface
 from preflight.node import Node
 from tests.test_probe_quoting import TRAPS
@@ -44,12 +45,12 @@ def ticked(text: str) -> list[str]:
 
 TOOLS = ("ip", "ibstat", "rsync", "chmod", "setfacl", "find", "ls", "ln", "git", "bash", "pip", "cat", "dmesg", "grep")
 # what a printed command begins with: a tool, a shell builtin, or a quoted interpreter path
-PRINTED = set(TOOLS) | {"export", "source"}
+PRINTED = set(TOOLS) | {"export", "source", "for"}
 
 
 def remediations(t: str, scratch: Path) -> dict[str, str]:
     """label -> remediation text, each built with the trap `t` in the value it names."""
-    node = Node("n1", "h", python=f"{scratch}/py{t}/python3")
+    node = Node("n1", "h", python=f"{scratch}/py{t}/python3", ascend_home=f"{scratch}/asc{t}")
     down = Interface(f"eth{t}", ("BROADCAST",), "DOWN", (Address("10.0.0.5", 24, "inet"),))
     up = Interface(f"ib{t}", ("UP", "LOWER_UP"), "UP", (Address("10.0.1.5", 24, "inet"),))
     out = {}
@@ -65,6 +66,13 @@ def remediations(t: str, scratch: Path) -> dict[str, str]:
     out.update({f"storage.data access {i}": fix for i, (_, fix) in
                 enumerate(storage_data._problems(unreadable, f"user{t}"))})
     out["sw.consistency pip"] = sw_consistency._fix("torch", f"2.1{t}", node.python)
+    # the hccn_tool path comes from the inventory's ascend_home
+    link = hccn_link.Facts(None, None, {0: hccn_link.DeviceLink("DOWN")}, {0: (0, 0)})
+    out["hccn.link down"] = hccn_link.evaluate(link, hccn_link.DEFAULTS, node)[0].remediation
+    health = hccn_health.Facts(None, None, {0: hccn_health.DeviceHealth("Socket failed")}, {0: (0, 0)})
+    out["hccn.health"] = hccn_health.evaluate(health, hccn_health.DEFAULTS, node)[0].remediation
+    optical = hccn_optical.Facts(None, None, devices={0: hccn_optical.DeviceOptical(None, error="x")}, chips={0: (0, 0)})
+    out["hccn.optical"] = hccn_optical.evaluate(optical, hccn_optical.DEFAULTS, node)[0].remediation
     return out
 
 
