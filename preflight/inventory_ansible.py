@@ -92,6 +92,9 @@ def expand_pattern(pattern: str) -> tuple[list[str], int | None]:
             host, port = m.group(1), int(m.group(2))
     if "[" not in host:
         return [host], port
+    from .nodeset import bounded
+
+    bounded(host)
     return _expand_range(host), port
 
 

@@ -20,6 +20,30 @@ from preflight import nodeset
 ])
 def test_expand(pattern, expected):
     assert nodeset.expand(pattern) == expected
+    assert nodeset.count(pattern) == len(expected)  # the bound reads the text the way NodeSet expands it
+
+
+# just over the bound, so that without it each expands (and the test fails) in a moment
+@pytest.mark.parametrize("pattern", ["n[1-100001]", "n[1:100001]", "r[1-400]n[1-400]", "n[1-50000],m[1-50001]",
+                                     "n[1-200002/2]"])
+def test_a_pattern_standing_for_too_many_names_is_refused_before_it_is_expanded(pattern):
+    with pytest.raises(nodeset.RangeError, match=r"stands for [\d,]+ names, more than the 100,000"):
+        nodeset.expand(pattern)
+    with pytest.raises(nodeset.RangeError, match="--limit"):
+        nodeset.select(["n1"], pattern)
+
+
+def test_a_huge_range_in_any_inventory_form_is_one_line_at_once(tmp_path):
+    """`n[1-99999999]` once kept the loader building names until memory ran out (no bound)."""
+    import subprocess
+
+    (tmp_path / "a.yaml").write_text('nodes:\n  - {name: "n[1-99999999]", host: "10.0.0.1"}\n')
+    (tmp_path / "hosts").write_text("[workers]\nn[1:99999999]\n")
+    for name, line in (("a.yaml", 2), ("hosts", 2)):
+        r = subprocess.run(["preflight", "inventory", "show", str(tmp_path / name)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.startswith(f"preflight: {tmp_path / name}:{line}:") and "99,999,999 names" in r.stderr, r.stderr
 
 
 def test_expand_keeps_padding_of_sixteen():
