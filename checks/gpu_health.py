@@ -36,7 +36,7 @@ check power and cooling for HW slowdown.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from preflight.checkapi import Policy, Probe, cmd, CommandOutput, Finding, Metric, ParseError, Status, passed
@@ -65,6 +65,7 @@ ACTIONS = {
     **{f"xid:{n}": (xid.action_of(info), f"Xid {n} {info.name}: {xid.CATALOGUE}") for n, info in sorted(xid.XID_TABLE.items())},
     "xid": ("monitor", f"an Xid not in the table: {xid.CATALOGUE}"),
     **{f"log:{r.kind}": (r.action, r.source) for r in kernlog.RULES},  # a kind's rows grade alike
+    "gpu_lost": ("reboot_node", "nvidia-smi: 'GPU is lost. Reboot the system to recover this GPU'"),
     "": ("reboot_node", "nvidia-smi failing otherwise: reload the driver or reboot"),
 }
 DEFAULTS = {"require_persistence": True}
@@ -199,7 +200,8 @@ def _log_problems(facts: Facts, gpus: tuple[nvidia_smi.QueryGpu, ...]) -> dict[i
 
 def evaluate(facts: Facts, params, node) -> list[Finding]:
     if facts.tool_error is not None:
-        return [facts.tool_error]
+        lost = facts.tool_error.details.get("lost_gpus")
+        return [replace(facts.tool_error, action=graded(ACTIONS, "gpu_lost")) if lost else facts.tool_error]
     report = facts.report
     assert report is not None
     gpus = report.gpus

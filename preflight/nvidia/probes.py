@@ -20,6 +20,8 @@ for every netdev named (`@@net <if> missing` when /sys/class/net has no such ent
 """
 from __future__ import annotations
 
+import re
+
 from ..checkapi import CommandOutput, Finding, require_ok, sh, tool_failure
 from ..checkhelpers import first_line
 from .kernlog import RULE_FILTER
@@ -79,6 +81,14 @@ def split_source(out: CommandOutput) -> tuple[str, str]:
     return "", out.stdout
 
 
+# nvidia-smi's line for a GPU that NVML cannot open, one a GPU (tests/fixtures/nvidia/
+# nvidia-smi__gpu_is_lost*, *_unknown_error*): `Unable to determine the device handle for GPU
+# 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU`, or `...: Unknown Error` for one
+# off the bus; some builds print no space before the address (`for GPU0000:07:00.0`).
+_NO_HANDLE = re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+                        r"[0-9A-Fa-f]{2}\.[0-7]):\s*(.+)")
+
+
 def smi_failure(out: CommandOutput, command: str) -> Finding | None:
     """The node-level fail for an nvidia-smi that is missing or answers with an error (docs/writing-a-check.md §4):
     rc 127 -> not found; another non-zero exit -> its own first line (`NVIDIA-SMI has failed because it
@@ -91,6 +101,13 @@ def smi_failure(out: CommandOutput, command: str) -> Finding | None:
                             "Install the NVIDIA driver (it ships nvidia-smi), or add its directory to PATH for "
                             "non-interactive SSH shells; in a container run it with the NVIDIA runtime (--gpus all)",
                             output=first_line(out.stderr))
+    lost = [m.groups() for m in map(_NO_HANDLE.search, (out.stdout + "\n" + out.stderr).splitlines()) if m]
+    if lost:
+        buses = ", ".join(bus for bus, _ in lost)
+        return tool_failure(f"{command}: the driver cannot reach GPU {buses}: {lost[0][1].strip()[:200]}",
+                            f"Reboot the node to recover GPU {buses} (`lspci -d 10de:` shows `rev ff` for a GPU off "
+                            "the bus); if it is lost again after the reboot, drain the node and reseat or replace it",
+                            output=text, lost_gpus=[bus for bus, _ in lost])
     return tool_failure(f"{command} failed: {text}",
                         "Check the driver: `lsmod | grep nvidia`, `dmesg | grep -i nvrm`; reload it (`modprobe nvidia`) "
                         "or reboot the node; a GPU missing from `lspci -d 10de:` needs a hardware ticket", output=text)

@@ -136,6 +136,19 @@ def test_nvidia_smi_missing_or_failing_fails_naming_it():
     assert f.status is Status.FAIL and msg in f.summary
 
 
+@pytest.mark.parametrize("name, bus, said", [
+    ("nvidia-smi__gpu_is_lost__owod-issue81.txt", "0000:02:00.0", "GPU is lost"),
+    ("nvidia-smi__gpu_unknown_error_off_the_bus__open-gpu-kernel-modules-issue387.txt", "0000:0B:00.0", "Unknown Error"),
+])
+def test_a_gpu_the_driver_cannot_reach_is_named_with_a_reboot(name, bus, said):
+    """Real nvidia-smi lines for a lost GPU: the finding names the GPU's bus id and asks for a
+    reboot (then a reseat), not a driver reload."""
+    [f] = run({nv.QUERY_PROBE: out(fixture_body(name), rc=15), nv.KERNEL_PROBE: kernel_log()})
+    assert f.status is Status.FAIL and f"cannot reach GPU {bus}: {said}" in f.summary
+    assert f.details["lost_gpus"] == [bus] and f.remediation.startswith(f"Reboot the node to recover GPU {bus}")
+    assert f.action == "reboot_node"
+
+
 def test_hang_is_an_error_not_a_verdict():
     with pytest.raises(ParseError):
         check.parse({nv.QUERY_PROBE: CommandOutput(rc=124, timed_out=True), nv.KERNEL_PROBE: kernel_log()})
