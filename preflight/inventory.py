@@ -84,7 +84,9 @@ IFNAME_RE = re.compile(r"[A-Za-z0-9_.@+-]{1,15}")
 IFNAME_VARS = {"HCCL_SOCKET_IFNAME": r"\^?=?", "NCCL_SOCKET_IFNAME": r"\^?=?", "GLOO_SOCKET_IFNAME": ""}
 COMMAND_RE = re.compile(r"[A-Za-z0-9_.+][A-Za-z0-9_.+-]*")  # a bare command name, found on PATH
 PATH_FIELDS = ("ascend_home",)  # node keys that are absolute paths on the node
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# C0, DEL, C1 (0x9b is an 8-bit CSI) and the bidi embeddings/overrides/isolates (text that reads
+# otherwise than it runs): refused in every inventory value, as node text is escaped on output
+CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass(frozen=True)

@@ -402,6 +402,8 @@ def test_wrong_types_refused(tmp_path, entry, key):
 @pytest.mark.parametrize("entry, key, says", [
     ('ascend_home: "opt/Ascend"', "ascend_home", "not an absolute path"),
     ('ascend_home: "/opt/x\\n$(touch /tmp/p)"', "ascend_home", "control character"),
+    ('ascend_home: "/opt/x\\x9b31m"', "ascend_home", "control character"),          # C1: an 8-bit CSI
+    ('ascend_home: "/opt/\\u202eAscend"', "ascend_home", "control character"),    # a bidi override
     ("paths: {data: [/ok, relative/dir]}", "data", "not an absolute path"),
     ("paths: {checkpoint: ckpt}", "checkpoint", "not an absolute path"),
     ("env_files: [set_env.sh]", "env_files", "not an absolute path"),
