@@ -88,16 +88,17 @@ class Setting:
 
 
 def _read_file(path: Path) -> dict[str, Setting]:
-    from .safefile import UnsafePath, trusted_file
+    from .safefile import UnsafePath, trusted_read
     try:
-        trusted_file(path, "config file")  # it names the database whose acks decide READY
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
+        text = trusted_read(path, "config file")  # it names the database whose acks decide READY
     except UnsafePath as exc:
         raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    if text is None:
+        return {}
     from .inventory import _load_yaml, _Map  # only with a config file: YAML is ~0.05 s of start-up
     try:
         doc = _load_yaml(path, text)

@@ -175,14 +175,41 @@ def private_dir(path: str | os.PathLike) -> None:
 
 
 def trusted_file(path: str | os.PathLike, what: str) -> None:
-    """Refuse a file read for trust (`what`: "config file", "acks database") that another user
-    owns or that group or others can write; a missing file is fine (nothing is read)."""
+    """Refuse a file read for trust (`what`: "history database") that another user could change:
+    see _refuse_untrusted. A missing file is fine (nothing is read). For a file preflight reads
+    itself, trusted_read checks the descriptor it reads from instead."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return
     except OSError:
         return  # the read itself reports it
+    _refuse_untrusted(st, path, what)
+
+
+def trusted_read(path: str | os.PathLike, what: str) -> str | None:
+    """The UTF-8 text of a file read for trust (`what`: "config file"), or None when there is
+    none. The checks are made on the descriptor the text is then read from, so a file swapped
+    after the check is never the one read; a FIFO or device is refused without blocking on it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(path, f"refusing to trust this {what}: not a regular file")
+        _refuse_untrusted(st, path, what)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read().decode("utf-8")
+    finally:
+        os.close(fd)
+
+
+def _refuse_untrusted(st: os.stat_result, path: str | os.PathLike, what: str) -> None:
+    """A file read for trust must belong to you or root with nobody else able to write it, and
+    no directory above its real path may let another user replace it (owned by you or root, not
+    writable by group or others unless sticky, as /tmp is): OpenSSH's StrictModes rule."""
     if st.st_uid not in trusted_uids():
         raise UnsafePath(path, f"refusing to trust this {what}: it belongs to {_owner(st.st_uid)}")
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
@@ -190,3 +217,12 @@ def trusted_file(path: str | os.PathLike, what: str) -> None:
             "others" if st.st_mode & stat.S_IWOTH else "its group"
         raise UnsafePath(path, f"refusing to trust this {what}: {who} can write it "
                          f"(chmod go-w {path})")
+    for d in Path(os.path.realpath(path)).parents:
+        try:
+            dst = os.stat(d)
+        except OSError:
+            continue
+        if dst.st_uid not in trusted_uids():
+            raise UnsafePath(path, f"refusing to trust this {what}: its directory {d} belongs to {_owner(dst.st_uid)}")
+        if dst.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not dst.st_mode & stat.S_ISVTX:
+            raise UnsafePath(path, f"refusing to trust this {what}: others can replace it in {d} (chmod go-w {d})")

@@ -37,17 +37,15 @@ def tag_for(directory: Path) -> str:
 
 
 def load(directory: Path) -> dict[str, Any] | None:
-    from ..safefile import UnsafePath, trusted_file
+    from ..safefile import UnsafePath, trusted_read
     from .procs import SimError
     try:
         if os.path.islink(directory / RECORD):
             raise UnsafePath(directory / RECORD, "a link is refused")
-        trusted_file(directory / RECORD, "cluster record (root removes what it lists)")
-        return json.loads((directory / RECORD).read_text(encoding="utf-8"))
+        text = trusted_read(directory / RECORD, "cluster record (root removes what it lists)")
+        return None if text is None else json.loads(text)
     except UnsafePath as exc:
         raise SimError(str(exc)) from None
-    except FileNotFoundError:
-        return None
     except ValueError:
         return {"corrupt": True}
 

@@ -43,6 +43,7 @@ SITES = {
     ("safefile.py", "make_dirs(p)"): "make_dirs",
     ("safefile.py", "os.open(p.name"): "lock, history",
     ("safefile.py", "os.open(p, os.O_RDONLY"): "open_dir (reads a directory)",
+    ("safefile.py", "os.open(path, os.O_RDONLY"): "no: trusted_read reads a file for trust (F5 below)",
     ("ops/lock.py", "open_private"): "lock",
     ("ops/history.py", "open_private(path"): "history",
     ("ops/history.py", "sqlite3.connect"): "history (file made by open_private first)",
@@ -257,6 +258,41 @@ def test_a_config_file_another_user_can_change_is_refused_in_one_line(tmp_path, 
                          env=env, timeout=60)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1 and f"{cfg}: refusing to trust this config file" in res.stderr
+
+
+def test_a_config_file_in_a_directory_others_can_write_is_refused(tmp_path):
+    """Another user who can write the directory can replace a root-owned 0600 file in it (rename):
+    refused unless the directory is sticky (/tmp), as OpenSSH's StrictModes does."""
+    from preflight.safefile import UnsafePath, trusted_read
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    cfg = shared / "config.yaml"
+    cfg.write_text("forks: 8\n")
+    cfg.chmod(0o600)
+    assert trusted_read(cfg, "config file") == "forks: 8\n"
+    shared.chmod(0o777)
+    with pytest.raises(UnsafePath, match=f"others can replace it in {shared}"):
+        trusted_read(cfg, "config file")
+    shared.chmod(0o1777)  # sticky: only the file's owner may rename or remove it
+    assert trusted_read(cfg, "config file") == "forks: 8\n"
+    link = tmp_path / "link.yaml"  # a link is followed: its target's directory is the one judged
+    link.symlink_to(cfg)
+    shared.chmod(0o777)
+    with pytest.raises(UnsafePath, match="others can replace it"):
+        trusted_read(link, "config file")
+
+
+def test_a_config_path_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    from preflight.safefile import UnsafePath, trusted_read
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo, 0o600)
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(pytest.raises(UnsafePath, trusted_read, fifo, "config file")),
+                         daemon=True)
+    t.start()
+    t.join(10)
+    assert result and "not a regular file" in str(result[0].value)
 
 
 @pytest.mark.parametrize("hostile", ["group-writable", "others-writable", "foreign-owned"])
