@@ -765,7 +765,8 @@ def load(path: str | os.PathLike, limit: str | None = None, ssh_config: str | No
             raise InventoryError(str(exc)) from None
         entries = [e for e in entries if e[0] in keep]
     if not entries:
-        raise InventoryError(f"{p}: no nodes selected" + (f" by --limit {limit}" if limit else ""))
+        raise InventoryError(f"{p}: no nodes selected by --limit {limit}" if limit else
+                             f"{p}: no nodes selected: the inventory lists no host (are its host lines commented out?)")
     cfg = _ssh_config(ssh_config)
     top_checks = {"checks": {k: dict(v) for k, v in top["checks"].items()}}
     nodes = tuple(_node(n, _merge(top_checks, s), line, cfg, f"{p}:{line}") for n, s, line in entries)
