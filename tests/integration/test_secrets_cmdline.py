@@ -79,3 +79,22 @@ def test_no_secret_in_any_command_line_during_a_run(sim_cluster, tmp_path):
                      or tag.upper()[:16].encode() in c})
     assert not leaked, f"a secret in {len(leaked)} command line(s), e.g. {leaked[0]!r}"
     assert tag not in res.stdout  # and redacted in the report
+
+
+def test_no_secret_in_any_command_line_during_env_fix_and_gate(sim_cluster, tmp_path):
+    """The other commands that reach nodes with the inventory's env: `env` (reads the launch
+    environment), `fix` (its checks and plan) and `gate`, polled the same way."""
+    tag = secrets.token_hex(10)
+    inv = with_secrets(sim_cluster.inventory_path, tmp_path, tag)
+    env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DEBUG"}
+    runs = (["env", str(inv), "--format", "json"], ["fix", str(inv), "--out-dir", str(tmp_path / "fix")],
+            ["gate", str(inv), "-q"])
+    with cmdlines_seen() as seen:
+        results = [subprocess.run(["preflight", *argv], capture_output=True, text=True, timeout=300, env=env)
+                   for argv in runs]
+    for argv, res in zip(runs, results):
+        assert "Traceback" not in res.stderr and res.returncode in (0, 1), (argv[0], res.stderr)
+    assert any(c.startswith(b"timeout\0-k\0") for c in seen), "the poller saw no probe of the nodes"
+    leaked = sorted({c.replace(b"\0", b" ")[:160].decode(errors="replace") for c in seen if tag.encode() in c
+                     or tag.upper()[:16].encode() in c})
+    assert not leaked, f"a secret in {len(leaked)} command line(s), e.g. {leaked[0]!r}"
