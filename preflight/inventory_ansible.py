@@ -302,19 +302,19 @@ AUTO_INTERPRETERS = ("auto", "auto_legacy", "auto_silent", "auto_legacy_silent")
 # rather than dropped silently (their values are never printed: they are passwords).
 _KEYS_ONLY = ("not used: preflight logs in with keys (ssh-agent or an identity file) and becomes root "
               "with sudo -n, never with a password")
-NOT_USED: dict[str, str] = {var: _KEYS_ONLY for var in (
+UNUSED_VARS: dict[str, str] = {var: _KEYS_ONLY for var in (
     "ansible_password", "ansible_ssh_pass", "ansible_ssh_password", "ansible_become_pass",
     "ansible_become_password", "ansible_sudo_pass", "ansible_sudo_password")}
-LOCAL_NOT_USED = ("local, yet preflight still reaches this host over SSH at its address; "
-                  "on the host itself, `preflight gate --local` runs without SSH")
+LOCAL_UNUSED = ("local, yet preflight still reaches this host over SSH at its address; "
+                "on the host itself, `preflight gate --local` runs without SSH")
 
 
 def not_used(host: Host) -> list[tuple[str, str, int]]:
     """(variable, why preflight does not use it, line) for this host, for `inventory show`."""
-    out = [(var, why, host.vars[var].line) for var, why in NOT_USED.items() if var in host.vars]
+    out = [(var, why, host.vars[var].line) for var, why in UNUSED_VARS.items() if var in host.vars]
     c = host.vars.get(CONNECTION)
     if c is not None and str(c.value) in ("local", "ansible.builtin.local"):
-        out.append((CONNECTION, LOCAL_NOT_USED, c.line))
+        out.append((CONNECTION, LOCAL_UNUSED, c.line))
     return out
 
 

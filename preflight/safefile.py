@@ -225,4 +225,4 @@ def _refuse_untrusted(st: os.stat_result, path: str | os.PathLike, what: str) ->
         if dst.st_uid not in trusted_uids():
             raise UnsafePath(path, f"refusing to trust this {what}: its directory {d} belongs to {_owner(dst.st_uid)}")
         if dst.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not dst.st_mode & stat.S_ISVTX:
-            raise UnsafePath(path, f"refusing to trust this {what}: others can replace it in {d} (chmod go-w {d})")
+            raise UnsafePath(path, f"refusing to trust this {what}: group or others can replace it in {d} (chmod go-w {d})")

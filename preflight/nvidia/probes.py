@@ -81,7 +81,7 @@ def split_source(out: CommandOutput) -> tuple[str, str]:
     return "", out.stdout
 
 
-# nvidia-smi's line for a GPU that NVML cannot open, one a GPU (tests/fixtures/nvidia/
+# nvidia-smi's line for a GPU that NVML cannot open, one line a GPU (tests/fixtures/nvidia/
 # nvidia-smi__gpu_is_lost*, *_unknown_error*): `Unable to determine the device handle for GPU
 # 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU`, or `...: Unknown Error` for one
 # off the bus; some builds print no space before the address (`for GPU0000:07:00.0`).
