@@ -52,6 +52,13 @@ the probe into a private `mktemp -d` directory that the probe's trap removes.
   proven-good nodes. A whole selection that passed is surveyed once in up to four groups (slowness
   needs peers). `fanout` (2), `max_rounds` (12), `budget_s` (2400: a hung node among
   256 needs 9 rounds of up to 210 s) bound the isolation.
+- `RANK_TABLE_FILE` in a launch environment is unset for the ranks (torch_npu would build the
+  communicator from the job's table, whose ranks are not this check's), and noted; the table is
+  hccl.ranktable's to check.
+- With `run --history`: a pair's busbw (or the whole collective's, in mode all) at least 3 sigma
+  and 10% under the same series' last stored values (10, at least 5) warns on the row and on the
+  pair's two ends (MindCluster's slow-node rule; preflight/ops/baseline.py): a link degrading
+  while it still passes beside its peers.
 
 Why it matters: the last word before a launch. A collective that completes between two nodes with
 the job's own environment separates fabric and environment problems from model code
@@ -89,6 +96,7 @@ POLICY = Policy(
     where="job",
     disruptive=True,
     trend_metric=("busbw", False),
+    baseline=True,  # with --history: a pair's (or the whole collective's) busbw 3 sigma under its own past warns
     cost="heavy",
     plan_rounds=24,  # pairs: 2 (the ends of failing pairs re-paired); all: the isolation's rounds (max_rounds bounds them)
 )
@@ -96,6 +104,8 @@ USES = ("env.comm", "net.ports")
 # What to do with a fail/warn (preflight/actions.py).
 ACTIONS = {
     "below_min": ("monitor", "bandwidth below min_busbw_gbps: a degrading link, watch it"),
+    "under_baseline": ("monitor", "busbw 3 sigma under its own stored baseline (MindCluster's slow-node rule; "
+                       "preflight/ops/baseline.py): degrading, not yet broken"),
     "": ("fix_config", "an all-reduce that fails: interfaces, addresses, ports (docs/FAILURES.md rows 4-6, 17-21)"),
 }
 DEFAULTS: dict[str, Any] = {
@@ -678,7 +688,7 @@ def _metrics(pr: PairResult) -> list[dict[str, Any]]:
 def _rank_detail(r: RankResult) -> dict[str, Any]:
     d: dict[str, Any] = {"node": r.node, "rank": r.rank, "ok": r.ok, "phase": r.phase}
     for k in ("backend", "busbw_gbps", "algbw_gbps", "latency_ms", "time_ms", "size_bytes", "got", "expected",
-              "elapsed_s", "torch", "visible_devices"):
+              "elapsed_s", "torch", "visible_devices", "rank_table_unset"):
         if k in r.record:
             d[k] = r.record[k]
     if not r.ok:
@@ -969,10 +979,13 @@ def hccl_notes(ctx: ClusterContext, nodes: list[str]) -> list[str]:
     watchdog = float(ctx.params.get("rendezvous_timeout_s") or 60) + float(ctx.params.get("run_timeout_s") or 120)
     small: dict[int, list[str]] = {}
     late: dict[float, list[str]] = {}
+    tables: list[str] = []
     for n in nodes:
         if _backend(ctx, n) != "ascend":
             continue
         env = _launch_env(ctx, n)
+        if env.get("RANK_TABLE_FILE"):
+            tables.append(n)
         raise_to, mb = worker.hccl_buffsize(size, env)
         if raise_to is None and mb is not None and mb < size + 1:
             small.setdefault(mb, []).append(n)
@@ -988,6 +1001,10 @@ def hccl_notes(ctx: ClusterContext, nodes: list[str]) -> list[str]:
               f"(rendezvous_timeout_s + run_timeout_s): a dead peer reads as a hang here, before HCCL's EI0006 "
               f"would name it; raise run_timeout_s above {t - float(ctx.params.get('rendezvous_timeout_s') or 60):g} "
               f"for HCCL's own diagnosis" for t, ns in late.items()]
+    if tables:
+        notes.append(f"RANK_TABLE_FILE is set on {_some(tables)}: this check's ranks run without it (torch_npu "
+                     f"would build the communicator from the table, whose ranks are the whole job's, not this "
+                     f"check's groups); hccl.ranktable checks the table against the cluster")
     return notes
 
 

@@ -36,6 +36,7 @@ class Policy:
     on_busy: str = "run"  # a node check on a busy node in --sweep: run | skip (with busy_reason) | report (defines busy(facts))
     busy_reason: str = ""  # with on_busy="skip": why, as the skip says it
     trend_metric: tuple[str, bool] | None = None  # `preflight trend --check ID`'s default: (metric, rising is bad)
+    baseline: bool = False  # with `run --history`: trend_metric 3 sigma the bad way from its own stored series warns (ops/baseline.py)
     privilege: str = "user"  # what its probes need on the node: user | root (a Probe's root= overrides it for one probe)
     privilege_group: str | None = None  # with privilege="root": a member of this group needs no root
     where: str = "host"  # where its probes look on a node with a container: host | job (a Probe's job= overrides)
@@ -47,7 +48,7 @@ class Policy:
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ContractError(f"Policy({name}={getattr(self, name)!r}): expected one of {allowed!r}")
-        for name in ("gate", "disruptive"):
+        for name in ("gate", "disruptive", "baseline"):
             if not isinstance(getattr(self, name), bool):
                 raise ContractError(f"Policy({name}=...) takes True or False, got {getattr(self, name)!r}")
         metric = self.trend_metric
@@ -56,6 +57,8 @@ class Policy:
             if len(metric) != 2 or not isinstance(metric[0], str) or not isinstance(metric[1], bool):
                 raise ContractError("Policy(trend_metric=...) is (metric name, rising is bad)")
             object.__setattr__(self, "trend_metric", metric)
+        if self.baseline and metric is None:
+            raise ContractError("Policy(baseline=True) judges the trend_metric: name one")
         params = tuple(self.node_params)
         if not all(isinstance(p, str) for p in params):
             raise ContractError(f"Policy(node_params=...) names parameters (strings), got {self.node_params!r}")

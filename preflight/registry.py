@@ -57,7 +57,8 @@ class CheckInfo:
             parts.append({"skip": f"skipped on a busy node in --sweep ({self.busy_reason})",
                           "report": "decides whether a node is busy (--sweep)"}[self.on_busy])
         if self.trend_metric:
-            parts.append(f"trend metric: {self.trend_metric[0]}")
+            parts.append(f"trend metric: {self.trend_metric[0]}"
+                         + (" (with --history, 3 sigma from its own baseline warns)" if self.baseline else ""))
         if self.backend:
             parts.append(f"{BACKEND_NAMES[self.backend]} nodes only")
         return "\nPolicy: " + "; ".join(parts) + "\n"

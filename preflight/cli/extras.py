@@ -42,7 +42,8 @@ class RunExtras:
 
     def remember(self, report: Report, flap_window: int) -> Report:
         """Acks and sticky flapping from the history: the `--history` database, else the default
-        one when it exists (read only: acks apply to every run that can see them)."""
+        one when it exists (read only: acks apply to every run that can see them); with
+        `--history`, also the baseline warnings (ops/baseline.py)."""
         from ..ops import memory
         db, own = self.db, self.db is None
         if own:
@@ -51,7 +52,12 @@ class RunExtras:
             except hist.HistoryError as exc:
                 say(str(exc), EXIT_INTERNAL)
         try:
-            return memory.remembered(report, db, flap_window)
+            report = memory.remembered(report, db, flap_window)
+            if not own:  # a figure against its own past: only where this run is stored beside that past
+                from ..ops import baseline
+                from ..registry import discover
+                report = baseline.mark(report, self.db, discover().get)
+            return report
         finally:
             if own and db is not None:
                 db.close()

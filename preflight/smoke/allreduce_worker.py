@@ -181,6 +181,12 @@ def main():
     if cfg.get("visible_device") is not None:  # one rank per NPU/GPU: this rank sees only its own
         state["visible_devices"] = visible_devices(os.environ, int(cfg["visible_device"]))
         os.environ.update(state["visible_devices"])
+    # torch_npu builds its global HCCL communicator from the file RANK_TABLE_FILE names when the
+    # launch environment sets it, and each rank must then be that table's rank_id (Ascend Extension
+    # for PyTorch, environment variable RANK_TABLE_FILE; "ranktable" link setup). A pair or a group
+    # of this check is not the table's job: its ranks build their communicator through the store.
+    # The table itself is hccl.ranktable's to check.
+    table = os.environ.pop("RANK_TABLE_FILE", None)
     state["phase"] = "import"
     import datetime
     import torch
@@ -213,6 +219,8 @@ def main():
     else:
         device = torch.device("cpu")
         sync = lambda: None  # noqa: E731
+    if table and "RANK_TABLE_FILE" not in os.environ:  # what the backend sees as it builds the communicator
+        state["rank_table_unset"] = table
     dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                             timeout=timeout)  # the watchdog bounds the run phase
     numel = max(1, int(float(cfg.get("size_mib", 64)) * (1 << 20)) // 4)
@@ -268,7 +276,7 @@ def main():
               "latency_ms": round(sorted(lat)[len(lat) // 2] * 1e3, 4),
               "torch": getattr(torch, "__version__", ""), "pid": os.getpid(),
               "hccl_buffsize_mb": state.get("hccl_buffsize_mb"), "visible_devices": state.get("visible_devices"),
-              "elapsed_s": round(time.time() - T0, 3)}
+              "rank_table_unset": state.get("rank_table_unset"), "elapsed_s": round(time.time() - T0, 3)}
     if not sum_ok:
         record.update(kind="wrong_sum", wrong=wrong,
                       error="all_reduce result wrong on rank %d (%s): element %d is %g, expected %g "

@@ -594,7 +594,8 @@ def test_worker_ranks_per_device_use_the_jobs_visible_devices():
         port = s.getsockname()[1]
     params = {**S.DEFAULTS, "size_mib": 1, "iters": 1, "warmup": 1, "rendezvous_timeout_s": 20, "backend": "gloo"}
     nd = Node(name="a", host="127.0.0.1", python=sys.executable,
-              env={"GLOO_SOCKET_IFNAME": "lo", "ASCEND_RT_VISIBLE_DEVICES": "8,9", "CUDA_VISIBLE_DEVICES": "4,5"})
+              env={"GLOO_SOCKET_IFNAME": "lo", "ASCEND_RT_VISIBLE_DEVICES": "8,9", "CUDA_VISIBLE_DEVICES": "4,5",
+                   "RANK_TABLE_FILE": "/job/hccl.json"})
     cp = subprocess.run(["sh", "-c", S.rank_command(nd, 0, 2, "127.0.0.1", port, params, local=[(0, 0), (1, 1)])],
                         capture_output=True, text=True, timeout=60)
     o = CommandOutput(stdout=cp.stdout, stderr=cp.stderr, rc=cp.returncode)
@@ -603,6 +604,8 @@ def test_worker_ranks_per_device_use_the_jobs_visible_devices():
     assert [r.record["visible_devices"] for r in ranks] == [
         {"ASCEND_RT_VISIBLE_DEVICES": "8", "CUDA_VISIBLE_DEVICES": "4"},
         {"ASCEND_RT_VISIBLE_DEVICES": "9", "CUDA_VISIBLE_DEVICES": "5"}]
+    # the job's rank table describes the job's ranks, not this check's: torch_npu must not see it
+    assert [r.record["rank_table_unset"] for r in ranks] == ["/job/hccl.json"] * 2
 
 
 # ---------------------------------------------------------------- mode all: hangs, bounds, a taken port
@@ -690,14 +693,15 @@ def test_hccl_buffsize_rule():
 
 def test_all_mode_notes_the_jobs_hccl_buffer_and_connect_timeout_on_the_cluster_row():
     c = all_ctx(4, size_mib=512)
-    env = {"HCCL_BUFFSIZE": "300", "HCCL_CONNECT_TIMEOUT": "1800"}
+    env = {"HCCL_BUFFSIZE": "300", "HCCL_CONNECT_TIMEOUT": "1800", "RANK_TABLE_FILE": "/job/hccl.json"}
     c = ClusterContext(nodes={k: dataclasses.replace(x, env=env) for k, x in c.nodes.items()}, facts=c.facts,
                        params=c.params, planned={})
     (f,) = drive(c, lambda nodes, cfg: _rank_line(cfg))
     assert f.status is Status.PASS
     assert ("note: the job's HCCL_BUFFSIZE 300 MB on n0, n1, n2, n3 is under the 512 MiB message" in f.summary
             and "HCCL_CONNECT_TIMEOUT 1800 s on n0, n1, n2, n3 is past this check's watchdog of 180 s" in f.summary), f.summary
-    assert len(f.details["notes"]) == 2
+    assert "RANK_TABLE_FILE is set on n0, n1, n2, n3: this check's ranks run without it" in f.summary, f.summary
+    assert len(f.details["notes"]) == 3
     # a job that sets neither, or values that fit: nothing to note
     (f,) = drive(all_ctx(4), lambda nodes, cfg: _rank_line(cfg))
     assert "note" not in f.summary and "notes" not in f.details
