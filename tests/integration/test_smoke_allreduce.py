@@ -17,6 +17,7 @@ import yaml
 
 from preflight.inventory import load
 from preflight.model import Status
+from preflight.ops import baseline
 from preflight.runner import Options, Runner
 from tests.simfixtures import requires_netns
 from preflight.transport.hostkeys import KnownHosts
@@ -128,4 +129,51 @@ def test_pairs_mode_runs_every_node(sim_cluster, tmp_path):
     pairs = {(p["rank0"], p["rank1"]) for p in summary.details["pairs"]}
     names = [n.name for n in sim_cluster.nodes]
     assert {n for p in pairs for n in p} == set(names)
+    assert wait_clean(sim_cluster) == []
+
+
+def test_history_baseline_names_the_pair_whose_link_got_slower(sim_cluster, tmp_path):
+    """`run --history` five times on a healthy cluster, once more healthy (no warning), then once
+    with one node's link throttled by tc: the pair it is in is 3 sigma under its own baseline, a
+    warn on that pair's two ends only (ops/baseline.py), while every sum is still right."""
+    import json
+
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+
+    doc = yaml.safe_load(Path(sim_cluster.inventory_path).read_text())
+    doc["defaults"]["python"] = sys.executable
+    names = [n.name for n in sim_cluster.nodes]
+    # one pair, several MiB, several timed loops: this test bed's busbw then varies by about
+    # +-10% run to run (two ranks at once on one node, or 1 MiB, vary by +-60%: no 3 sigma rule
+    # could see anything through that; a fabric's figure varies by a few percent)
+    doc.setdefault("checks", {})["smoke.allreduce"] = {**PARAMS, "nodes": names[:2], "size_mib": 8, "iters": 8,
+                                                       "warmup": 2}
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    db = tmp_path / "h.sqlite"
+
+    def run():
+        KnownHosts.forget_all()
+        r = CliRunner().invoke(main, ["run", str(inv), "--checks", "smoke.allreduce", "--history", str(db),
+                                      "--format", "json", "-q"])
+        rows = [x for x in json.loads(r.stdout)["results"] if x["check"] == "smoke.allreduce"]
+        head = next(x for x in rows if x["node"] is None)
+        print(f"\n{r.exit_code} {head['status']}: {head['summary']}")
+        return r.exit_code, head, {x["node"]: x for x in rows if x["node"]}
+
+    for _ in range(baseline.MIN_RUNS + 1):  # the last of these is judged against the five before it
+        code, head, ends = run()
+        assert code == 0 and head["status"] == "pass" and not ends, (head["summary"], ends)
+    slow = names[1]
+    sim_cluster.inject(slow, "link_throttle", rate="200mbit", ingress=True)
+    try:
+        code, head, ends = run()
+    finally:
+        sim_cluster.reset(slow)
+    assert code == 0 and head["status"] == "warn", head["summary"]
+    assert "sum" in head["summary"] and "sigma under its baseline" in head["summary"]
+    assert sorted(ends) == sorted(names[:2]), ends  # the pair's two ends, not the third node
+    assert [d["labels"]["rank1"] for d in head["details"]["baseline"]] == [slow]
     assert wait_clean(sim_cluster) == []
