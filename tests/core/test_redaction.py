@@ -198,3 +198,44 @@ def test_secret_shapes_are_redacted_in_recording_json_and_history(checks, tmp_pa
 ])
 def test_ordinary_text_is_not_taken_for_a_secret(text, kept):
     assert (redact.shapes(text) == text) is kept
+
+
+# Fragments for the secret-shape scan's oracle: each real shape, the same cut short or run into a
+# word, long tokens (a JWT whose payload is past any window), and the near misses every report holds.
+_FRAGMENTS = [
+    *SHAPED.values(), "password=hunter2-x", '"token": "abcdef123"', "api_key: zq9x8c7v", "access-key = qwertyui",
+    "Secret='s3cr3t-v'", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----",
+    "eyJhbGciOiJSUzI1NiJ9.eyJ" + "x" * 2000 + ".c2lnbmF0dXJlLXNpZ25hdHVyZQ", "hf_" + "Ab1" * 12,
+    "AKIAIOSFODNN7EXAMPL", "xAKIAIOSFODNN7EXAMPLE", "ghp_short", "password=abc", "token=********",
+    "connected as root; host key verified", "see https://docs.example/x", "key", "KEY:", "max_tokens=4096",
+    "PWD=/home/alice", "eyJ", "://", "passwd", " ", "\n", '\\"', "é", "中", "ß", "K", "=", ":", "'", '"',
+]
+
+
+def test_the_secret_scan_of_a_whole_report_answers_as_the_plain_search(ascend128_recording):
+    """redact._shaped, the scan has_shape() runs over a whole report, finds a secret shape exactly
+    where the plain search of every shape at once does: on the 128-node recording's real report
+    (none, then with one secret planted at its end) and on 3,000 generated texts."""
+    import random
+
+    import orjson
+
+    from preflight import runner
+    from tests.conftest import ASCEND128
+
+    inv = load(str(ASCEND128 / "inventory.yaml"))
+    report = runner.run(inv, ReplayTransport(str(ascend128_recording)), runner.Options())
+    text = orjson.dumps([(x.summary, x.details, x.remediation) for x in report.results],
+                        option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+    assert len(text) > 500_000 and "host key" in text
+    plain = lambda t: redact._ANY_SHAPE.search(t) is not None  # noqa: E731
+    for t in (text, text + SHAPED["AWS_ACCESS_KEY_ID"], SHAPED["SESSION"] + text, text + "password=hunter2-x"):
+        assert redact._shaped(t) == plain(t)
+    rnd = random.Random(31)
+    found = 0
+    for _ in range(3000):
+        t = "".join(rnd.choice(_FRAGMENTS) if rnd.random() < 0.6 else rnd.choice("abcAKIA_-:=/@ ")
+                    for _ in range(rnd.randint(1, 12)))
+        assert redact._shaped(t) == plain(t), t
+        found += plain(t)
+    assert 300 < found < 2700  # both answers occur often
