@@ -187,3 +187,11 @@ def test_stored_node_text_printed_by_diff_reaches_the_terminal_escaped(tmp_path)
                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
     assert "\\x1b[2J" in res.stdout, res.stdout + res.stderr
     _no_raw_controls(res.stdout.replace("\n", ""), "diff")
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_a_del_in_otherwise_ascii_node_text_is_escaped_too(fmt):
+    """The JSON writers' fast path (ASCII text needs no escaping of its own) must still see DEL."""
+    from preflight.report import render
+    out = render(hostile_report("plain ascii then DEL\x7f here"), fmt)
+    assert "\x7f" not in out and "\\u007f" in out
