@@ -74,7 +74,9 @@ _WINDOW = 512  # how far past its hint a shape that starts before it is looked f
 
 def _shaped(text: str) -> bool:
     """Whether `text` holds a SHAPES match: `_ANY_SHAPE.search(text) is not None`, found faster
-    (tests/core/test_redaction.py holds the two to one answer on reports and generated texts)."""
+    (tests/core/test_redaction.py holds the two to one answer on reports and generated texts).
+    It may say yes where that says no only where lowering lengthens text (U+0130 is two characters
+    lowered, so a 3-letter value reads as 6): that costs a redaction pass, never a secret."""
     low = None
     for hint, folded, shape, lead in _SCANS:
         if folded and low is None:

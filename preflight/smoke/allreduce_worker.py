@@ -183,7 +183,8 @@ def main():
         os.environ.update(state["visible_devices"])
     # torch_npu builds its global HCCL communicator from the file RANK_TABLE_FILE names when the
     # launch environment sets it, and each rank must then be that table's rank_id (Ascend Extension
-    # for PyTorch, environment variable RANK_TABLE_FILE; "ranktable" link setup). A pair or a group
+    # for PyTorch, environment variable RANK_TABLE_FILE: hiascend.com/document/detail/zh/Pytorch/600/
+    # apiref/Envvariables/Envir_017.html; "ranktable" link setup). A pair or a group
     # of this check is not the table's job: its ranks build their communicator through the store.
     # The table itself is hccl.ranktable's to check.
     table = os.environ.pop("RANK_TABLE_FILE", None)
