@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What paramiko itself costs the client, without preflight: the floor under the per-node figure
-of `bench/client_cpu.py` (docs/PERFORMANCE-HISTORY.md, third pass).
+of `bench/client_cpu.py` (docs/PERFORMANCE_HISTORY.md, third pass).
 
 One simulated node (real sshd in a network namespace). `--conns` connections, one after the
 other (no contention, no parsing), each doing what preflight does for a node: TCP with
@@ -10,7 +10,7 @@ read to EOF, close. The command differs per mode:
 * `none`: prints nothing (connection floor: handshake, auth, channel, close);
 * `one`: 27 frames of 1 KB sent in one write (one SSH data packet);
 * `many`: the same 27 frames as 27 writes 10 ms apart (27 data packets: what the driver sent
-  before frames were held, docs/PERFORMANCE-HISTORY.md).
+  before frames were held, docs/PERFORMANCE_HISTORY.md).
 
 Reported: client CPU (user+sys of this process: every paramiko thread) per connection for each
 mode, medians of `--repeat` rounds, and per data packet ((many - one) / 26).

@@ -12,7 +12,7 @@ collected at the next pass, the latest when the window closes and the old thresh
 Middle passes are the costliest of those that happen in a run (each walks every object that
 outlived a young pass since the last one): at 1,000 replayed nodes 2 of them were about half of
 the collector's time, and spacing them ten times wider took a tenth off the run's CPU after the
-bytes arrive (docs/PERFORMANCE-HISTORY.md, seventh pass). They are also what collects a closed SSH
+bytes arrive (docs/PERFORMANCE_HISTORY.md, seventh pass). They are also what collects a closed SSH
 connection's reference cycles (about 65 KB a node): at 128 nodes over SSH the peak RSS stayed at
 84 MB.
 """

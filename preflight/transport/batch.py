@@ -153,7 +153,7 @@ _FRAME = r"""frame() {
 settle() { :; }
 flush() { :; }
 """
-# Over SSH (docs/PERFORMANCE-HISTORY.md, third pass): every SSH packet costs the client about 0.3 ms of CPU in
+# Over SSH (docs/PERFORMANCE_HISTORY.md, third pass): every SSH packet costs the client about 0.3 ms of CPU in
 # paramiko, whatever its size, so frames that finish close together leave in one write. A finished
 # frame is held at most HOLD_S: `settle` watches the next probe (builtins only: `kill -0` and a
 # timed `read` on a FIFO nobody writes, so no process per tick) and sends what is held once that
