@@ -17,7 +17,6 @@ once stored, so a lasting change stops warning after a while, as the operator ha
 """
 from __future__ import annotations
 
-import json
 import sqlite3
 import statistics
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from ..actions import graded
 from ..model import Report, Result, Status
+from .history import labels_key
 
 WINDOW = 10  # stored values of a series that make its baseline (the newest)
 MIN_RUNS = 5
@@ -67,9 +67,8 @@ def judge(value: float, past: list[float], rising_is_bad: bool) -> tuple[float, 
 
 
 def _past(db: sqlite3.Connection, check: str, node: str | None, metric: str, labels: Mapping[str, Any]) -> list[float]:
-    key = json.dumps({str(k): str(v) for k, v in labels.items()}, sort_keys=True)  # history._labels_key
     rows = db.execute("SELECT value FROM metrics WHERE check_id=? AND name=? AND node IS ? AND labels=? "
-                      "ORDER BY run_id DESC LIMIT ?", (check, metric, node, key, WINDOW))
+                      "ORDER BY run_id DESC LIMIT ?", (check, metric, node, labels_key(labels), WINDOW))
     return [r[0] for r in rows]
 
 
@@ -96,6 +95,7 @@ def mark(report: Report, db: sqlite3.Connection, policy_of: Callable[[str], Any]
     names = {n.name for n in report.nodes}
     present = {(r.check, r.node) for r in rows}
     added: list[Result] = []
+    changed = False
     for i, r in enumerate(rows):
         info = policy_of(r.check)
         if info is None or not info.baseline or r.status in (Status.SKIP, Status.ERROR):
@@ -108,6 +108,7 @@ def mark(report: Report, db: sqlite3.Connection, policy_of: Callable[[str], Any]
         remedy = (f"a figure that left its own baseline: `preflight trend --check {r.check}` shows the series; "
                   f"if it stays there, find the node (docs/ISOLATION.md: mode: all) and look at its links")
         action = graded(info.actions, PROBLEM) if PROBLEM in info.actions else "monitor"
+        changed = True
         details = {**r.details, "baseline": [d.to_dict() for d in found]}
         if r.status is Status.PASS:
             rows[i] = replace(r, status=Status.WARN, summary=f"{r.summary}; {text}", details=details,
@@ -120,4 +121,4 @@ def mark(report: Report, db: sqlite3.Connection, policy_of: Callable[[str], Any]
                     present.add((r.check, node))
                     added.append(Result(r.check, node, Status.WARN, d.text(), {"baseline": d.to_dict()},
                                         remedy, action=action))
-    return replace(report, results=tuple(rows + added)) if added or rows != list(report.results) else report
+    return replace(report, results=tuple(rows + added)) if changed else report

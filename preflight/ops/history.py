@@ -13,7 +13,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ..model import Report, Status, worst
 
@@ -163,7 +163,7 @@ def store(db: sqlite3.Connection, report: Report, sweep: bool = False) -> int:
                 "INSERT INTO metrics (run_id, result_id, check_id, node, name, value, unit, labels)"
                 " VALUES (?,?,?,?,?,?,?,?)",
                 [(run_id, cur.lastrowid, r.check, r.node, m["name"], float(m["value"]), m.get("unit", ""),
-                  _labels_key(m.get("labels") or {})) for m in _metrics(r.details)])
+                  labels_key(m.get("labels") or {})) for m in _metrics(r.details)])
         db.execute("COMMIT")
         return run_id
     except (sqlite3.Error, OSError) as exc:
@@ -184,7 +184,8 @@ def _metrics(details: dict[str, Any]) -> Iterable[dict[str, Any]]:
             yield m
 
 
-def _labels_key(labels: dict[str, Any]) -> str:
+def labels_key(labels: Mapping[str, Any]) -> str:
+    """A metric's labels as stored: the key that names one series (trends, ops/baseline.py)."""
     return json.dumps({str(k): str(v) for k, v in labels.items()}, sort_keys=True)
 
 
