@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from preflight import runner as runner_module  # noqa: E402
 from preflight.engine import batches  # noqa: E402
+from preflight.gcwindow import for_this_process  # noqa: E402
 from preflight.engine.node_phase import NodePhase  # noqa: E402
 from preflight.inventory import Inventory, load  # noqa: E402
 from preflight.registry import discover  # noqa: E402
@@ -185,6 +186,7 @@ def main() -> None:
     first = once(inv, recording, skip.split(","))
     if mode != "none" and not first_only:
         serving.set()
+        for_this_process()  # the collector as the console entry leaves it for the whole process
         empty_caches()
         gc.collect()
         gc.freeze()  # the first run's objects (and the record) are not the second run's garbage to scan

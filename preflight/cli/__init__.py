@@ -17,6 +17,7 @@ import time
 import click
 
 from .. import __version__
+from ..gcwindow import for_this_process
 from . import common
 from .common import EXIT_INTERNAL, EXIT_INTERRUPTED
 
@@ -97,6 +98,7 @@ def entry() -> None:
     signal.signal(signal.SIGINT, _interrupted)
     signal.signal(signal.SIGTERM, _interrupted)  # SPEC §7: 130 for either, with the line, never a silent 143
     common.IS_PROCESS = True  # --deadline counts from this process's start
+    for_this_process()  # the run's data lives until exit: GC passes over it free nothing (gcwindow)
     try:
         main(standalone_mode=True)
     except SystemExit:
