@@ -22,8 +22,10 @@ import orjson
 from ..model import Report
 
 # C0 but tab and newline, DEL, C1 (U+0080-U+009F: 0x9b is an 8-bit CSI), the bidi embeddings,
-# overrides and isolates (U+202A-U+202E, U+2066-U+2069), and the two XML non-characters.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
+# overrides and isolates (U+202A-U+202E, U+2066-U+2069), and the two XML non-characters; all but C0
+# are what JSON writes raw (_RAW_RANGES).
+_RAW_RANGES = "\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff"
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f{_RAW_RANGES}]")
 
 
 def _visible(m: re.Match) -> str:
@@ -43,13 +45,13 @@ def one_line(text: str) -> str:
 
 # The same characters in orjson's output: C0 as \u00XX or \b \f \r (\n and \t are kept), the
 # rest raw. A literal backslash before b, f or r also matches: that only costs a needless clean.
-_JSON_CONTROL = re.compile(r'\\u00[01][0-9a-f]|\\u007f|\\[bfr]|[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]')
+_JSON_CONTROL = re.compile(r'\\u00[01][0-9a-f]|\\u007f|\\[bfr]|' f"[{_RAW_RANGES}]")
 # _JSON_CONTROL's two halves. One search for the whole alternation reads a report's encoding (11 MB
 # at 1,000 nodes) at about 11 ns a character, 0.12 ms a node of every text format; the escapes
 # begin with a backslash, which the engine finds at memory speed, and of the raw characters an
 # ASCII text (nearly every report: Python knows it without reading the text) can only hold DEL.
 _JSON_ESCAPED = re.compile(r'\\(?:u00[01][0-9a-f]|u007f|[bfr])')
-_RAW = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
+_RAW = re.compile(f"[{_RAW_RANGES}]")
 
 
 def _has_control(encoded: str) -> bool:
