@@ -23,6 +23,9 @@ class ClusterPhase:
         self.shared = shared
         self.runs = runs
         self.results: list[Result] = []
+        # check -> node -> why the check cannot read that node (unread()): read once, before the
+        # plan rounds, which add planned outputs but never change a node's facts.
+        self.unread: dict[str, dict[str, BaseException]] = {}
 
     def run(self, pool: DaemonPool, wait: Callable[[list], None]) -> None:
         """Plan rounds while any check plans probes (waiting on each round with `wait`), then
@@ -33,6 +36,7 @@ class ClusterPhase:
         ok = {n: r for n, r in self.runs.items() if r.state is NodeStateKind.OK and r.connected and not r.internal}
         contexts, held = {}, []
         for c in sel.cluster:  # a node the mode holds the check off (a busy node in a sweep) is left out, with a skip
+            self.unread[c.id] = {n: why for n, r in self.runs.items() if (why := unread(c, r)) is not None}
             off = {n: why for n, r in ok.items() if (why := sh.mode.blocked(c, r.busy))}
             contexts[c.id] = self.context(c, {n: r for n, r in ok.items() if n not in off})
             if sel.reports(c.id):
@@ -92,15 +96,13 @@ class ClusterPhase:
         return batches.run_batch(session, run.node, wanted, sh.cancel, sh.recorder, sh.selection.every)
 
     def context(self, info: CheckInfo, ok: dict[str, NodeRun]) -> ClusterContext:
-        facts = {}
-        for name, r in ok.items():
-            facts[name] = {cid: f for cid in (info.id, *info.uses)
-                           if (f := r.facts.get(cid)) is not None and not isinstance(f, BaseException)}
         # A node the check could not read (its own output unreadable, or its probes not run there)
         # is left out of the nodes it judges: it is that node's error (evaluate), never a member of
         # an agreement or a vote, so a cluster of unread nodes cannot pass.
-        read = {n: r.node for n, r in ok.items() if unread(info, r) is None}
-        return ClusterContext(nodes=read, facts={n: f for n, f in facts.items() if n in read},
+        read = {n: r for n, r in ok.items() if n not in self.unread[info.id]}
+        facts = {n: {cid: f for cid in (info.id, *info.uses) if (f := r.facts.get(cid)) is not None}
+                 for n, r in read.items()}  # a read node holds no exception among them (unread)
+        return ClusterContext(nodes={n: r.node for n, r in read.items()}, facts=facts,
                               params=cluster_params(self.shared.inv, info), planned={}, job=self.shared.inv.job,
                               unreachable=tuple(n for n in self.runs if n not in ok))
 
@@ -115,19 +117,17 @@ class ClusterPhase:
                 findings = list(info.module.evaluate(ctx))
             except Exception as exc:  # noqa: BLE001
                 findings = [error_finding(info, exc, {})]
-        unreadable = 0
-        for name, r in self.runs.items():  # a node whose facts (own or USES) were not gathered: not judged
-            why = unread(info, r)
+        unreadable = self.unread[info.id]
+        for name, why in unreadable.items():  # a node whose facts (own or USES) were not gathered: not judged
             if isinstance(why, ProbesNotRun):
                 findings.append(replace(why.finding(), node=name))
-            elif why is not None:
+            else:
                 # Its own probes' output could not be read there (a parse error, a probe that timed
                 # out): the context leaves the node out, so without this it would be judged nowhere
                 # and a cluster of the rest could pass.
                 findings.append(replace(error_finding(info, why, {}), node=name))
-            unreadable += why is not None
         if unreadable:
-            findings = [over_the_read(f, len(ctx.nodes), unreadable) if f.node is None else f for f in findings]
+            findings = [over_the_read(f, len(ctx.nodes), len(unreadable)) if f.node is None else f for f in findings]
         duration = time.monotonic() - t0 + sum(o.duration_s for outs in ctx.planned.values() for o in outs.values())
         if findings and not any(f.node is None for f in findings):
             findings.insert(0, Finding(worst(f.status for f in findings), f"{len(findings)} node(s) flagged",
