@@ -185,16 +185,10 @@ def _family(env: Mapping[str, str]) -> str:
 
 
 def parse(outputs: Mapping[str, CommandOutput]) -> Facts:
-    return _parse(outputs.get(launchenv.PROBE_NAME), outputs.get(IP_PROBE), outputs.get(MASTER_PROBE),
-                  outputs.get(nv.IB_PROBE))
-
-
-@functools.lru_cache(maxsize=256)
-def _parse(launch: CommandOutput | None, out: CommandOutput | None, master_out: CommandOutput | None,
-           ib_out: CommandOutput | None) -> Facts:
-    """Cached by the outputs themselves: net.ports reads a node's communication facts from the
-    same outputs as env.comm (one run of each command a node), so the second read is the first's
-    facts. Outputs differ from node to node (addresses, times), so nodes never share an entry."""
+    """A node's communication facts; the checks that need them (net.ports, env.consistency, the
+    ping mesh, the smoke test) USE them, so they are read once a node."""
+    launch, out = outputs.get(launchenv.PROBE_NAME), outputs.get(IP_PROBE)
+    master_out, ib_out = outputs.get(MASTER_PROBE), outputs.get(nv.IB_PROBE)
     env = launchenv.parse(launch)
     ifs, ip_error, source = (), None, ""
     if out is None or out.rc == 127 or (out.rc != 0 and not out.stdout.strip()):
