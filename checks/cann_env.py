@@ -244,11 +244,8 @@ def _compat_problems(facts: Facts) -> list[tuple[Status, str, str]]:
                         tk.get("compatible_version"), tk.get("version")))
 
 
-@functools.lru_cache(maxsize=256)
 def _compat(drv_version: str | None, drv_fw_ranges: str | None, drv_inner: str | None, fw_version: str | None,
             fw_drv_ranges: str | None, tk_codes: str | None, tk_version: str | None) -> tuple[tuple[Status, str, str], ...]:
-    """Cached by the version lines it compares: a cluster runs one set of versions, and the range
-    and code comparisons were a third of the check's evaluation."""
     fix = ("Install a matching driver/firmware/toolkit set (the CANN release notes list the compatible "
            "versions): upgrade with the Ascend-hdk-*-npu-driver/firmware run packages, then reboot")
     found = []
