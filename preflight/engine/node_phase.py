@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from .. import backend as backends
+from .. import backend as backends, gcwindow
 from ..checkapi import Finding, Probe
 from ..model import NodeStateKind, Result, Status, worst
 from ..registry import CONNECT_ID, CheckInfo
@@ -62,6 +62,7 @@ class NodePhase:
             sh.internal(run, exc)
         finally:
             run.done = True
+            gcwindow.settle()  # its data lives to the report: no collector pass need walk it (gcwindow)
 
     def resolve_backend(self, run: NodeRun) -> None:
         """`backend: auto` is decided from what the node has (one small probe); the node the

@@ -58,3 +58,61 @@ def test_the_console_entry_keeps_the_window_to_the_end():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert f"thresholds {YOUNG_THRESHOLD}" in out.stdout
+
+
+# settle(): the runner calls it as each node finishes (engine/node_phase.py).
+
+class _Cycle:
+    pass
+
+
+def test_a_cycle_dropped_inside_the_window_is_collected_after_it():
+    """What settle() froze is out of the collector's reach only while the window is open."""
+    import weakref
+    assert gc.get_freeze_count() == 0
+    with fewer_collections():
+        a = _Cycle()
+        a.me = a
+        ref = weakref.ref(a)
+        gcwindow.settle()
+        del a
+        gc.collect()
+        assert ref() is not None  # frozen: no pass walks it
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert ref() is None
+
+
+def test_settle_outside_a_window_freezes_nothing():
+    gcwindow.settle()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_process_that_froze_objects_keeps_its_own_frozen_set():
+    """A pre-fork server freezes its heap itself: the window neither adds to it nor thaws it."""
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with fewer_collections():
+            kept = [[]]
+            gcwindow.settle()
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen and kept
+    finally:
+        gc.unfreeze()
+
+
+def test_a_run_freezes_each_finished_node_and_leaves_nothing_frozen(ascend128_recording):
+    from pathlib import Path
+
+    from preflight import inventory, runner
+    from preflight.transport.replay import ReplayTransport
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "replay" / "ascend128"
+    inv = inventory.load(str(fix / "inventory.yaml"), limit="node[001-003]")
+    assert gc.get_freeze_count() == 0
+    seen: list[int] = []  # the frozen count as each node is counted finished
+    report = runner.Runner(inv, ReplayTransport(str(ascend128_recording)), runner.Options(checks=["npu.health"]),
+                           progress=lambda done, total, failed: seen.append(gc.get_freeze_count())).run()
+    assert len(seen) == 3 and min(seen) > 0
+    assert gc.get_freeze_count() == 0
+    assert {r.node for r in report.results if r.check == "npu.health"} == {"node001", "node002", "node003"}
